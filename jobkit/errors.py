@@ -1,0 +1,75 @@
+"""Errors a user can cause: each knows its exit code and its one-line message."""
+
+from __future__ import annotations
+
+
+class JobkitError(Exception):
+    """Base class: shown to the user as one line, never as a traceback."""
+
+    exit_code = 1
+
+    def show(self) -> str:
+        """The one line printed on stderr (prefixed with 'jobkit: ' by the CLI)."""
+        return str(self)
+
+
+class SpecError(JobkitError):
+    """A bad job spec, profile or --set value: `file:line: key.path: message`, exit 2."""
+
+    exit_code = 2
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        key: str | None = None,
+    ) -> None:
+        self.message = message
+        self.file = file
+        self.line = line
+        self.key = key
+        super().__init__(self.show())
+
+    def show(self) -> str:
+        where = ""
+        if self.file:
+            where = self.file + (f":{self.line}" if self.line else "") + ": "
+        key = f"{self.key}: " if self.key else ""
+        return f"{where}{key}{self.message}"
+
+
+class UsageError(JobkitError):
+    """A bad command-line use that is not about the spec (unknown job id, ...), exit 2."""
+
+    exit_code = 2
+
+
+class SchedulerError(JobkitError):
+    """A scheduler command failed: carries argv, exit code and stderr verbatim, exit 1."""
+
+    exit_code = 1
+
+    def __init__(
+        self,
+        argv: list[str],
+        returncode: int | None,
+        stdout: str,
+        stderr: str,
+        reason: str | None = None,
+    ) -> None:
+        self.argv = argv
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        self.reason = reason
+        super().__init__(self.show())
+
+    def show(self) -> str:
+        import shlex
+
+        cmd = shlex.join(self.argv)
+        why = self.reason or f"exit {self.returncode}"
+        detail = (self.stderr or self.stdout).strip()
+        return f"{cmd}: {why}" + (f": {detail}" if detail else "")

@@ -1,0 +1,84 @@
+"""Parsing and formatting of the spec's units: durations and memory sizes."""
+
+from __future__ import annotations
+
+import re
+
+_DURATION = re.compile(
+    r"^(?:(?P<days>\d+)-)?(?P<h>\d+):(?P<m>\d{1,2}):(?P<s>\d{1,2})$"  # [D-]HH:MM:SS
+)
+_DAYS_HOURS = re.compile(r"^(?P<days>\d+)-(?P<h>\d+)$")  # D-HH (Slurm also accepts it)
+_MEMORY = re.compile(r"^(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]?)(?:i?B)?$", re.IGNORECASE)
+_MEMORY_FACTORS_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024, "": 1}
+
+
+def parse_duration(value: object) -> int:
+    """Seconds from minutes (int), 'HH:MM:SS', 'D-HH:MM:SS' or 'D-HH'; ValueError otherwise."""
+    if isinstance(value, bool):
+        raise ValueError("must be minutes or HH:MM:SS / D-HH:MM:SS")
+    if isinstance(value, int):
+        if value < 1:
+            raise ValueError(f"must be at least 1 minute (got {value})")
+        return value * 60
+    if not isinstance(value, str):
+        raise ValueError("must be minutes or HH:MM:SS / D-HH:MM:SS")
+    text = value.strip()
+    if text.isdigit():
+        return parse_duration(int(text))
+    match = _DURATION.match(text)
+    if match:
+        days = int(match["days"] or 0)
+        hours, minutes, seconds = int(match["h"]), int(match["m"]), int(match["s"])
+        if minutes > 59 or seconds > 59:
+            raise ValueError(f"minutes and seconds must be below 60 (got {value!r})")
+        total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    else:
+        match = _DAYS_HOURS.match(text)
+        if not match:
+            raise ValueError(f"must be minutes, HH:MM:SS or D-HH:MM:SS (got {value!r})")
+        total = (int(match["days"]) * 24 + int(match["h"])) * 3600
+    if total < 1:
+        raise ValueError(f"must be positive (got {value!r})")
+    return total
+
+
+def format_slurm_time(seconds: int) -> str:
+    """Slurm's D-HH:MM:SS (or HH:MM:SS under a day)."""
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    hms = f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{days}-{hms}" if days else hms
+
+
+def format_hms(seconds: int) -> str:
+    """PBS walltime: HH:MM:SS with hours allowed past 24."""
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours:02d}:{minutes:02d}:{secs:02d}"
+
+
+def parse_memory_mb(value: object) -> int:
+    """Megabytes from '32G', '500M', '1.5T', '64GB' or a bare number of megabytes."""
+    if isinstance(value, bool):
+        raise ValueError("must be a size like 32G or 500M")
+    if isinstance(value, int):
+        if value < 1:
+            raise ValueError(f"must be positive (got {value})")
+        return value
+    if not isinstance(value, str):
+        raise ValueError("must be a size like 32G or 500M")
+    match = _MEMORY.match(value.strip())
+    if not match:
+        raise ValueError(f"must be a size like 32G or 500M (got {value!r})")
+    megabytes = float(match["n"]) * _MEMORY_FACTORS_MB[match["unit"].upper()]
+    if megabytes < 1:
+        raise ValueError(f"must be at least 1M (got {value!r})")
+    return round(megabytes)
+
+
+def format_memory(megabytes: int, *, pbs: bool = False) -> str:
+    """Slurm '32G'/'500M', or PBS '32gb'/'500mb'; whole gigabytes where exact."""
+    if megabytes % 1024 == 0:
+        return f"{megabytes // 1024}gb" if pbs else f"{megabytes // 1024}G"
+    return f"{megabytes}mb" if pbs else f"{megabytes}M"
