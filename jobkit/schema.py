@@ -176,6 +176,9 @@ class Scheduler(StrictModel):
         " Each is split into words and every word is quoted.",
     )
     pbs_flavor: Literal["pro", "torque"] = Field("pro", description="PBS Pro or Torque syntax.")
+    pbs_spawner: Literal["pbsdsh", "mpiexec", "ssh"] = Field(
+        "pbsdsh", description="How a multi-node PBS job starts one torchrun on each host."
+    )
 
 
 class Nccl(StrictModel):

@@ -1,0 +1,1 @@
+"""One module per backend behind the protocol in base.py."""
