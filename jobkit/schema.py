@@ -127,9 +127,14 @@ HostName = Annotated[str, AfterValidator(_host)]
 
 
 class StrictModel(BaseModel):
-    """Unknown keys are errors; values are validated on assignment too."""
+    """Unknown keys are errors; values are validated on assignment too.
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+    A number where text is expected is taken as text (`account: 12345`, `--epochs, 3`).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, frozen=False, coerce_numbers_to_str=True
+    )
 
 
 class Resources(StrictModel):
@@ -262,8 +267,14 @@ class Run(StrictModel):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Run:
-        if (self.train is None) == (self.command is None):
-            raise ValueError("give exactly one of run.train or run.command")
+        if self.train is None and self.command is None:
+            raise CrossFieldError(
+                "run", "give exactly one of run.train or run.command (got neither)"
+            )
+        if self.train is not None and self.command is not None:
+            raise CrossFieldError(
+                "run.command", "give exactly one of run.train or run.command (got both)"
+            )
         return self
 
 
@@ -331,6 +342,7 @@ class CrossFieldError(ValueError):
 
     def __init__(self, key: str, message: str) -> None:
         self.key = key
+        self.message = message
         super().__init__(f"{key}: {message}")
 
 

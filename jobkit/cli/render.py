@@ -1,0 +1,107 @@
+"""`jobkit render SPEC`: print (or write) the script `jobkit submit` would send. Runs nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+
+from jobkit.cli.common import SpecArgs, spec_options
+from jobkit.errors import UsageError
+
+SCRIPT_MODE = 0o755
+SCRIPT_PLACEHOLDER = "SCRIPT"
+
+
+def submit_command(backend: str, script_path: str) -> list[str]:
+    """The command that submits a rendered script (shown by --show-command).
+
+    Provisional: the backends own the real argv (Backend.submit_argv); keep this in step.
+    """
+    if backend == "slurm":
+        return ["sbatch", "--parsable", script_path]
+    if backend == "pbs":
+        return ["qsub", script_path]
+    if backend in ("local", "ssh"):
+        return ["bash", script_path]
+    raise UsageError(f"backend {backend} has no submit command for a script")
+
+
+def submitit_has_no_script() -> UsageError:
+    """The error for `render` with backend submitit."""
+    return UsageError(
+        "backend submitit has no batch script to render: submitit pickles a Python call and"
+        " writes its own sbatch file at submit time (use --backend slurm to see jobkit's"
+        " script for the same job)"
+    )
+
+
+@click.command()
+@spec_options
+@click.option(
+    "-o",
+    "--output",
+    metavar="FILE",
+    help="Write the script to FILE (mode 0755, replaced atomically) instead of stdout.",
+)
+@click.option(
+    "--show-command",
+    is_flag=True,
+    help="Also print the command that would submit the script, on stderr.",
+)
+def render(spec_args: SpecArgs, output: str | None, show_command: bool) -> None:
+    """Print the batch script for SPEC: exactly what `jobkit submit` sends. Runs nothing."""
+    loaded = spec_args.load()
+    if loaded.spec.backend == "submitit":
+        raise submitit_has_no_script()
+    from jobkit.render import render as render_script
+
+    script = render_script(loaded.spec, template_dir=loaded.template_dir)
+    if output is None:
+        sys.stdout.write(script)
+        sys.stdout.flush()
+    else:
+        write_script(Path(output), script, spec_path=loaded.path)
+    if show_command:
+        shown = shlex.quote(output) if output is not None else SCRIPT_PLACEHOLDER
+        argv = submit_command(loaded.spec.backend, SCRIPT_PLACEHOLDER)
+        words = [shown if word == SCRIPT_PLACEHOLDER else shlex.quote(word) for word in argv]
+        click.echo(" ".join(words), err=True)
+
+
+def write_script(target: Path, script: str, *, spec_path: Path | None = None) -> None:
+    """Write `script` to `target` atomically with mode 0755 (a temp file, then rename)."""
+    if target.is_dir():
+        raise UsageError(f"-o {target}: is a directory")
+    if spec_path is not None and target.exists() and _same_file(target, spec_path):
+        raise UsageError(f"-o {target}: is the job spec itself; choose another file")
+    folder = target.parent if str(target.parent) else Path(".")
+    try:
+        handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    except OSError as err:
+        raise UsageError(f"-o {target}: cannot write: {err.strerror or err}") from None
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(script)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temp_name, SCRIPT_MODE)
+        os.replace(temp_name, target)
+    except BaseException as err:
+        with contextlib.suppress(OSError):
+            os.unlink(temp_name)
+        if isinstance(err, OSError):
+            raise UsageError(f"-o {target}: cannot write: {err.strerror or err}") from None
+        raise
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return False
