@@ -1,0 +1,196 @@
+"""What the local and ssh backends share: starting the launcher detached, reading its files.
+
+The launcher (templates/ssh, one script for both) runs on this machine in its own session.
+It writes `$JOBKIT_RUN_DIR/exit_code` before it exits. `jobkit cancel` leaves a `cancelled`
+file in jobkit's job folder. From the launcher's pid and start time (recorded at submit)
+and these two files, `observe()` tells the job's state without asking anyone.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from jobkit.backends import processes
+from jobkit.backends.base import Observation, TrackedJob
+from jobkit.errors import SchedulerError
+from jobkit.schema import JobSpec
+from jobkit.states import State
+
+EXIT_FILE = "exit_code"
+"""In the run folder: the launcher's exit code, written by the launcher itself."""
+CANCELLED_FILE = "cancelled"
+"""In jobkit's job folder: written by `jobkit cancel` before it signals the launcher."""
+_STOP_SIGNALS = {129: "SIGHUP", 130: "SIGINT", 143: "SIGTERM"}
+REQUEUE_EXIT = 75
+
+# Run in a new session (start_new_session): starts the launcher, prints its pid and exits
+# at once, so the launcher is nobody's child here and outlives `jobkit submit`. A Python
+# helper rather than `bash -c 'cmd &'`: bash makes background commands ignore SIGINT.
+_DETACH = """
+import os, subprocess, sys
+out, err, *argv = sys.argv[1:]
+with open(out, "ab") as out_file, open(err, "ab") as err_file:
+    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_file, stderr=err_file)
+print(child.pid, flush=True)
+os._exit(0)
+"""
+
+
+@dataclass(frozen=True)
+class JobFiles:
+    """Where a local or ssh job's output goes (docs/design.md, "Log and run folders")."""
+
+    out: Path
+    err: Path
+    run_dir: Path
+
+    def as_log_paths(self) -> dict[str, str]:
+        """The Submitted.log_paths form."""
+        return {"out": str(self.out), "err": str(self.err), "run_dir": str(self.run_dir)}
+
+
+def job_files(spec: JobSpec, job_id: str, workdir: Path) -> JobFiles:
+    """`{logs.dir}/{name}-{JOBID}.out|.err` and the run folder, logs.dir relative to workdir."""
+    logs_dir = Path(spec.logs.dir)
+    if not logs_dir.is_absolute():
+        logs_dir = workdir / logs_dir
+    base = f"{spec.name}-{job_id}"
+    return JobFiles(logs_dir / f"{base}.out", logs_dir / f"{base}.err", logs_dir / base)
+
+
+@dataclass(frozen=True)
+class Launched:
+    """The detached launcher: its pid, process group and start time."""
+
+    pid: int
+    pgid: int
+    start_time: str
+
+    def as_extra(self) -> dict[str, str]:
+        """The Submitted.extra form."""
+        return {"pid": str(self.pid), "pgid": str(self.pgid), "start_time": self.start_time}
+
+
+def launch_detached(
+    argv: list[str], *, cwd: Path, files: JobFiles, env: Mapping[str, str]
+) -> Launched:
+    """Start argv in a new session, stdin from /dev/null, output appended to the job files."""
+    files.out.parent.mkdir(parents=True, exist_ok=True)
+    files.err.parent.mkdir(parents=True, exist_ok=True)
+    helper = [sys.executable, "-c", _DETACH, str(files.out), str(files.err), *argv]
+    try:
+        done = subprocess.run(
+            helper,
+            cwd=cwd,
+            env={**os.environ, **env},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            start_new_session=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise SchedulerError(argv, None, "", "", reason=f"cannot start: {err}") from None
+    if done.returncode != 0 or not done.stdout.strip().isdigit():
+        raise SchedulerError(argv, done.returncode, done.stdout, done.stderr)
+    pid = int(done.stdout.strip())
+    info = processes.proc_info(pid)
+    # The helper was the session leader: its pid is the group id the launcher still has.
+    pgid = info.pgid if info else pid
+    return Launched(pid=pid, pgid=pgid, start_time=info.start_time if info else "")
+
+
+def read_exit_code(run_dir: Path) -> int | None:
+    """The launcher's exit code from its exit file, or None when it has not written one."""
+    try:
+        text = (run_dir / EXIT_FILE).read_text().strip()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    try:
+        return int(text.split()[0])
+    except (ValueError, IndexError):
+        return None
+
+
+def mark_cancelled(job_dir: Path) -> None:
+    """Leave the `cancelled` file in jobkit's job folder (before any signal is sent)."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    (job_dir / CANCELLED_FILE).write_text("cancelled by jobkit\n")
+
+
+def launcher_alive(job: TrackedJob) -> bool:
+    """True while the job's launcher process (the one started at submit) is still running."""
+    pid = job.extra.get("pid", "")
+    if not pid.isdigit():
+        return False
+    return processes.is_same_process(int(pid), job.extra.get("start_time") or None)
+
+
+def observe(job: TrackedJob) -> Observation:
+    """The state of a local or ssh job from its launcher process and files."""
+    if launcher_alive(job):
+        return Observation(State.RUNNING, "running", "pidfile")
+    run_dir = Path(job.extra.get("run_dir", ""))
+    code = read_exit_code(run_dir) if job.extra.get("run_dir") else None
+    cancelled = (job.job_dir / CANCELLED_FILE).exists()
+    if code is None:
+        if cancelled:
+            return Observation(
+                State.CANCELLED, "killed", "pidfile", reason="cancelled by jobkit (no exit code)"
+            )
+        return Observation(State.FAILED, "vanished", "pidfile", reason="launcher vanished")
+    raw = f"exit {code}"
+    if code == 0:
+        return Observation(State.SUCCEEDED, raw, "exit-file", exit_code=0)
+    if cancelled:
+        return Observation(
+            State.CANCELLED, raw, "exit-file", exit_code=code, reason="cancelled by jobkit"
+        )
+    if code in _STOP_SIGNALS:
+        return Observation(
+            State.CANCELLED,
+            raw,
+            "exit-file",
+            exit_code=code,
+            signal=code - 128,
+            reason=f"stopped by {_STOP_SIGNALS[code]}",
+        )
+    reason = None
+    if code == REQUEUE_EXIT:
+        reason = "the program asked to be requeued (exit 75); this backend does not requeue"
+    return Observation(State.FAILED, raw, "exit-file", exit_code=code, reason=reason)
+
+
+def stop_launchers(jobs: Sequence[TrackedJob], grace_s: float) -> list[TrackedJob]:
+    """Stop the launchers of `jobs` and everything they started on this machine.
+
+    SIGTERM to each launcher's process group (its TERM trap stops what it started, remote
+    processes included), SIGKILL after `grace_s`, also to descendants that had left the
+    group. Returns the jobs whose launcher was still running (now marked cancelled).
+    """
+    running: list[TrackedJob] = []
+    pgids: list[int] = []
+    known: list[processes.ProcInfo] = []
+    for job in jobs:
+        pgid = job.extra.get("pgid", "")
+        if not pgid.isdigit():
+            continue
+        alive = launcher_alive(job)
+        members = processes.group_members(int(pgid))
+        if not alive and not members:
+            continue
+        if alive:
+            mark_cancelled(job.job_dir)
+            running.append(job)
+            known.extend(processes.descendants(int(job.extra["pid"])))
+        pgids.append(int(pgid))
+        known.extend(members)
+    if pgids:
+        processes.stop_groups(pgids, known, grace_s)
+    return running

@@ -1,0 +1,53 @@
+"""The local backend: the launcher script runs on this machine, detached, tracked by pid.
+
+The scheduler id is the jobkit id (exported to the script as JOBKIT_JOB_ID), so the job's
+files are `{logs.dir}/{name}-{jobkit id}.out|.err` and `{logs.dir}/{name}-{jobkit id}/`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from jobkit.backends import launcher_files
+from jobkit.backends.base import Observation, SubmitRequest, Submitted, TrackedJob
+
+DEFAULT_GRACE_S = 15.0
+"""Seconds between SIGTERM and SIGKILL on cancel (time for a checkpoint to be written)."""
+
+
+class LocalBackend:
+    """Runs `bash <script>` in its own session; state from its pid and exit-code file."""
+
+    name = "local"
+
+    def __init__(self, grace_s: float = DEFAULT_GRACE_S) -> None:
+        self.grace_s = grace_s
+
+    def submit_argv(self, request: SubmitRequest) -> list[str]:
+        """`bash <script>`, run detached with output appended to the job's .out/.err."""
+        return ["bash", str(request.script_path)]
+
+    def submit(self, request: SubmitRequest) -> Submitted:
+        """Start the launcher; its pid, process group and start time go into `extra`."""
+        argv = self.submit_argv(request)
+        files = launcher_files.job_files(request.spec, request.jobkit_id, request.workdir)
+        launched = launcher_files.launch_detached(
+            argv,
+            cwd=request.workdir,
+            files=files,
+            env={"JOBKIT_JOB_ID": request.jobkit_id},
+        )
+        return Submitted(
+            scheduler_id=request.jobkit_id,
+            argv=argv,
+            log_paths=files.as_log_paths(),
+            extra={**launched.as_extra(), "run_dir": str(files.run_dir)},
+        )
+
+    def poll(self, jobs: Sequence[TrackedJob]) -> dict[str, Observation]:
+        """Each job's state from its launcher process and exit-code file (no command run)."""
+        return {job.scheduler_id: launcher_files.observe(job) for job in jobs}
+
+    def cancel(self, jobs: Sequence[TrackedJob]) -> None:
+        """SIGTERM each launcher's process group, SIGKILL after the grace period."""
+        launcher_files.stop_launchers(jobs, self.grace_s)
