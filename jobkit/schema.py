@@ -169,8 +169,10 @@ class Scheduler(StrictModel):
         None, description="Job array: 0-9, 1,3,5, 0-99%10."
     )
     dependency: SafeStr | None = Field(None, description="e.g. afterok:12345.")
-    mail_user: SafeStr | None = None
-    mail_type: StrList = Field(default_factory=list, description="e.g. [END, FAIL].")
+    mail_user: SafeStr | None = Field(None, description="Where the scheduler sends mail.")
+    mail_type: StrList = Field(
+        default_factory=list, description="When to send mail, e.g. [END, FAIL]; needs mail_user."
+    )
     requeue: bool = Field(False, description="Let the scheduler (and jobkit) requeue the job.")
     signal: Annotated[SafeStr, AfterValidator(_signal)] | None = Field(
         None, description="Preemption warning, e.g. USR2@120: that signal 120 s before the end."
@@ -189,7 +191,9 @@ class Scheduler(StrictModel):
 class Nccl(StrictModel):
     """NCCL network settings: a preset plus overrides."""
 
-    preset: Literal["auto", "ethernet", "infiniband"] = "auto"
+    preset: Literal["auto", "ethernet", "infiniband"] = Field(
+        "auto", description="auto: NCCL decides; ethernet: sockets only; infiniband: IB verbs."
+    )
     socket_ifname: SafeStr | None = Field(None, description="NCCL_SOCKET_IFNAME, e.g. eth0.")
     ib_hca: SafeStr | None = Field(None, description="NCCL_IB_HCA, e.g. mlx5.")
     vars: dict[EnvName, ScalarValue] = Field(
@@ -212,7 +216,10 @@ class Env(StrictModel):
         description="Shell lines run before launch. The one field rendered as code, unquoted.",
     )
     vars: dict[EnvName, ScalarValue] = Field(default_factory=dict, description="Exported vars.")
-    nccl: Annotated[Nccl, BeforeValidator(_nccl_shorthand)] = Field(default_factory=Nccl)
+    nccl: Annotated[Nccl, BeforeValidator(_nccl_shorthand)] = Field(
+        default_factory=Nccl,
+        description="NCCL network settings; a preset name alone is short for {preset: NAME}.",
+    )
     debug: bool = Field(
         False, description="TORCH_DISTRIBUTED_DEBUG=DETAIL, NCCL_DEBUG=INFO and friends."
     )
@@ -221,14 +228,20 @@ class Env(StrictModel):
 class Launch(StrictModel):
     """How processes are started on each node."""
 
-    launcher: Literal["torchrun", "srun", "mpirun"] = "torchrun"
+    launcher: Literal["torchrun", "srun", "mpirun"] = Field(
+        "torchrun",
+        description="torchrun: one per node starts the processes; srun / mpirun: one task per"
+        " process, started by the scheduler.",
+    )
     nproc_per_node: int | Literal["auto"] = Field(
         "auto", description="Processes per node; auto: gpus_per_node, or 1 without GPUs."
     )
     master_port: int | Literal["auto"] = Field(
         "auto", description="Rendezvous port; auto: derived from the job id."
     )
-    rdzv: Literal["c10d", "static"] = "c10d"
+    rdzv: Literal["c10d", "static"] = Field(
+        "c10d", description="torchrun rendezvous: c10d (elastic) or static (--node-rank)."
+    )
     max_restarts: int = Field(0, ge=0, le=100, description="torchrun worker restarts.")
 
     @model_validator(mode="after")
@@ -258,7 +271,7 @@ class TrainRun(StrictModel):
 class Run(StrictModel):
     """What runs: exactly one of `train` or `command`."""
 
-    train: TrainRun | None = None
+    train: TrainRun | None = Field(None, description="Run the bundled trainer.")
     command: Argv | None = Field(
         None, description="Your own program and arguments: a string (split like a shell) or list."
     )
@@ -281,10 +294,12 @@ class Run(StrictModel):
 class Ssh(StrictModel):
     """Hosts for the ssh backend; host 0 is the rendezvous host."""
 
-    hosts: list[HostName] = Field(default_factory=list)
-    user: SafeStr | None = None
-    port: int | None = Field(None, ge=1, le=65535)
-    identity_file: SafeStr | None = None
+    hosts: list[HostName] = Field(
+        default_factory=list, description="Host names, one per node; the first is the master."
+    )
+    user: SafeStr | None = Field(None, description="Remote user (default: ssh's own choice).")
+    port: int | None = Field(None, ge=1, le=65535, description="ssh port (default: ssh's).")
+    identity_file: SafeStr | None = Field(None, description="Private key file (ssh -i).")
     options: StrList = Field(
         default_factory=list, description="ssh -o options, e.g. StrictHostKeyChecking=accept-new."
     )
@@ -293,14 +308,20 @@ class Ssh(StrictModel):
 class Logs(StrictModel):
     """Where logs go: DIR/NAME-JOBID.out for the job, DIR/NAME-JOBID/ for ranks and checkpoints."""
 
-    dir: NonEmptySafeStr = "logs"
+    dir: NonEmptySafeStr = Field(
+        "logs", description="Log folder, relative to the directory you submit from."
+    )
 
 
 class JobSpec(StrictModel):
     """A whole job: the top level of a job YAML."""
 
-    name: JobName
-    backend: Literal["local", "slurm", "pbs", "ssh", "submitit"] = "local"
+    name: JobName = Field(
+        description="Job name: letters, digits and . _ + - (used in log and run folder names)."
+    )
+    backend: Literal["local", "slurm", "pbs", "ssh", "submitit"] = Field(
+        "local", description="Where the job runs."
+    )
     profile: SafeStr | None = Field(None, description="Site profile to layer under this file.")
     resources: Resources = Field(default_factory=Resources)
     scheduler: Scheduler = Field(default_factory=Scheduler)
