@@ -1,1 +1,42 @@
-"""One module per backend behind the protocol in base.py."""
+"""One module per backend behind the protocol in base.py; this is the name -> class registry.
+
+Backends are imported only when asked for, so `jobkit status` for Slurm jobs never loads
+submitit, and a backend's missing dependency only matters to that backend.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from jobkit.errors import UsageError
+
+if TYPE_CHECKING:
+    from jobkit.backends.base import Backend
+
+BACKENDS: dict[str, str] = {
+    "local": "jobkit.backends.local:LocalBackend",
+    "slurm": "jobkit.backends.slurm:SlurmBackend",
+    "pbs": "jobkit.backends.pbs:PbsBackend",
+    "ssh": "jobkit.backends.ssh:SshBackend",
+    "submitit": "jobkit.backends.submitit:SubmititBackend",
+}
+"""Backend name -> `module:Class` (the class implements base.Backend, built with no args)."""
+
+
+def backend_names() -> list[str]:
+    """Every backend jobkit knows, in a stable order."""
+    return list(BACKENDS)
+
+
+def get_backend(name: str) -> Backend:
+    """A fresh instance of the named backend; UsageError for an unknown name."""
+    target = BACKENDS.get(name)
+    if target is None:
+        known = ", ".join(BACKENDS)
+        raise UsageError(f"unknown backend {name!r} (known: {known})")
+    module_name, _, class_name = target.partition(":")
+    module = importlib.import_module(module_name)
+    backend_class = getattr(module, class_name)
+    backend: Backend = backend_class()
+    return backend

@@ -1,0 +1,67 @@
+"""`jobkit cancel ID... [--last]`: one cancel command per backend for all the jobs."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import click
+
+from jobkit.errors import JobkitError, SchedulerError, UsageError
+from jobkit.store import SUBMITTING, JobRecord, Store
+
+
+@click.command()
+@click.argument("ids", nargs=-1, metavar="ID...")
+@click.option("--last", is_flag=True, help="Cancel the newest job.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was cancelled as JSON.")
+def cancel(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
+    """Cancel jobs: scancel, qdel, or the backend's own stop (all of a backend's at once).
+
+    Jobs that already ended are left alone. The registry records CANCELLED at once; the
+    next `jobkit status` confirms it with the scheduler.
+    """
+    if not ids and not last:
+        raise UsageError("give one or more job ids, or --last")
+    from jobkit.backends import get_backend
+    from jobkit.ids import resolve_jobs
+    from jobkit.submit import reconcile_submissions
+    from jobkit.tracking import refresh
+
+    with Store() as store:
+        reconcile_submissions(store)
+        records = resolve_jobs(store, ids, last=last)
+        records = refresh(store, records).records
+        groups: dict[str, list[JobRecord]] = defaultdict(list)
+        skipped: list[tuple[JobRecord, str]] = []
+        for record in records:
+            if record.state == SUBMITTING or record.scheduler_id is None:
+                skipped.append((record, "is still being submitted; try again in a moment"))
+            elif record.is_final and record.state_source != "cancel":
+                skipped.append((record, f"already ended ({record.state}); nothing to cancel"))
+            else:
+                groups[record.backend].append(record)
+        cancelled: list[JobRecord] = []
+        errors: list[JobkitError] = []
+        for backend_name, group in groups.items():
+            try:
+                get_backend(backend_name).cancel([r.tracked() for r in group])
+            except SchedulerError as err:
+                errors.append(err)
+                continue
+            store.mark_cancelled([r.jobkit_id for r in group])
+            cancelled.extend(store.get(r.jobkit_id) for r in group)
+        for record, why in skipped:
+            click.echo(f"jobkit: {record.jobkit_id} {why}", err=True)
+        if as_json:
+            click.echo(json.dumps([r.to_dict() for r in cancelled], indent=2))
+        else:
+            for record in cancelled:
+                click.echo(
+                    f"cancelled {record.jobkit_id} ({record.backend} job {record.scheduler_id})"
+                )
+        for err in errors:
+            click.echo(f"jobkit: {err.show()}", err=True)
+        if errors:
+            return 1
+        return 0

@@ -1,0 +1,148 @@
+"""How tracked jobs are shown: the status table, the detail view, durations and times."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from jobkit.states import State
+from jobkit.store import JobRecord, StateChange
+
+TABLE_COLUMNS = ("ID", "SCHED ID", "NAME", "BACKEND", "STATE", "ELAPSED", "NODES", "EXIT")
+
+
+def format_duration(seconds: float | None) -> str:
+    """`0:05`, `1:02:03`, `2-03:04:05` (Slurm's style); `-` when unknown."""
+    if seconds is None:
+        return "-"
+    total = int(max(seconds, 0))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    if hours:
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}"
+
+
+def format_time(epoch: float | None) -> str:
+    """Local `YYYY-MM-DD HH:MM:SS`, or `-`."""
+    if epoch is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+
+
+def elapsed_now(record: JobRecord, now: float) -> float | None:
+    """The job's run time, extrapolated from the last observation while it runs."""
+    if record.elapsed_s is None:
+        return None
+    if record.state == State.RUNNING.value and record.observed_at is not None:
+        return record.elapsed_s + max(now - record.observed_at, 0.0)
+    return record.elapsed_s
+
+
+def format_exit(record: JobRecord) -> str:
+    """`0`, `3`, `sig 9`, `3 (sig 9)` or `-`."""
+    if record.exit_code is None and record.signal is None:
+        return "-"
+    if record.signal and record.exit_code:
+        return f"{record.exit_code} (sig {record.signal})"
+    if record.signal:
+        return f"sig {record.signal}"
+    return str(record.exit_code)
+
+
+def table_rows(records: Sequence[JobRecord], now: float) -> list[tuple[str, ...]]:
+    """One row of TABLE_COLUMNS per job."""
+    return [
+        (
+            r.jobkit_id,
+            r.scheduler_id or "-",
+            r.name,
+            r.backend,
+            r.state,
+            format_duration(elapsed_now(r, now)),
+            r.nodes or "-",
+            format_exit(r),
+        )
+        for r in records
+    ]
+
+
+def render_table(records: Sequence[JobRecord], now: float) -> str:
+    """The status table with a header, columns padded to their widest cell."""
+    rows = [TABLE_COLUMNS, *table_rows(records, now)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE_COLUMNS))]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    return "\n".join(lines)
+
+
+def render_detail(record: JobRecord, history: Sequence[StateChange], now: float) -> str:
+    """Everything jobkit knows about one job, one fact per line."""
+    sched = record.scheduler_id or "(not yet submitted)"
+    seen = ""
+    if record.observed_at is not None:
+        age = _age(now - record.observed_at)
+        seen = f", from {record.state_source or '?'} {age} ago"
+    raw = f"raw {record.raw_state}" if record.raw_state else "no raw state"
+    lines = [
+        f"{record.jobkit_id}  {record.name}  ({record.backend} {sched})",
+        f"  state       {record.state} ({raw}{seen})",
+    ]
+    facts: list[tuple[str, str]] = [
+        ("reason", record.reason or "-"),
+        ("nodes", record.nodes or "-"),
+        ("elapsed", format_duration(elapsed_now(record, now))),
+        ("exit code", "-" if record.exit_code is None else str(record.exit_code)),
+        ("signal", "-" if record.signal is None else str(record.signal)),
+        ("requeues", str(record.requeues)),
+        ("max rss", record.max_rss or "-"),
+        ("cpu time", record.cpu_time or "-"),
+        ("submitted", format_time(record.submitted_at or record.created_at)),
+        ("workdir", str(record.workdir)),
+        ("job dir", str(record.job_dir)),
+    ]
+    if record.is_array:
+        facts.append(("array", str(record.extra.get("array"))))
+    for key in ("out", "err", "run_dir"):
+        if key in record.log_paths:
+            facts.append((key.replace("_", " "), record.log_paths[key]))
+    lines += [f"  {key:<11} {value}" for key, value in facts]
+    lines.append("  history")
+    for change in history:
+        words = [format_time(change.at), change.state.ljust(13)]
+        if change.raw_state and change.raw_state != change.state:
+            words.append(f"({change.raw_state})")
+        if change.source:
+            words.append(f"[{change.source}]")
+        if change.reason:
+            words.append(change.reason)
+        lines.append("    " + " ".join(words).rstrip())
+    return "\n".join(lines)
+
+
+def _age(seconds: float) -> str:
+    from jobkit.tracking import format_age
+
+    return format_age(seconds)
+
+
+def detail_dict(record: JobRecord, history: Sequence[StateChange]) -> dict[str, Any]:
+    """The detail view as JSON: the record, its history, spec and script."""
+    data = record.to_dict()
+    data["history"] = [change.to_dict() for change in history]
+    data["spec"] = record.spec
+    data["script"] = record.script
+    return data
+
+
+def submitted_line(record: JobRecord) -> str:
+    """`submitted jk3f9a2 (slurm job 123): NAME`."""
+    return (
+        f"submitted {record.jobkit_id} ({record.backend} job {record.scheduler_id}): {record.name}"
+    )

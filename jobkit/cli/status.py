@@ -1,0 +1,173 @@
+"""`jobkit status [ID...]`: tracked jobs, refreshed with one query per backend.
+
+Exit codes: 0; 2 for an unknown or ambiguous id or a bad option; 3 when a scheduler query
+failed (the last known states are shown, with a warning saying how old they are).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from collections.abc import Sequence
+from datetime import datetime
+
+import click
+
+from jobkit.errors import UsageError
+from jobkit.states import State
+from jobkit.store import SUBMITTING, JobRecord, Store
+
+EXIT_STALE = 3
+DEFAULT_RECENT_S = 86_400.0
+_SINCE = re.compile(r"^(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>s|m|h|d|w)$", re.IGNORECASE)
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+STATE_NAMES = (*(s.value for s in State), SUBMITTING)
+
+
+def parse_since(text: str, now: float) -> float:
+    """`90s`, `30m`, `2h`, `1d`, `1w`, or an ISO date/time -> epoch seconds."""
+    match = _SINCE.match(text.strip())
+    if match:
+        return now - float(match["n"]) * _UNIT_S[match["unit"].lower()]
+    try:
+        return datetime.fromisoformat(text.strip()).timestamp()
+    except ValueError:
+        raise UsageError(
+            f"--since {text!r}: give an age like 2h, 30m, 1d or an ISO time like 2024-05-01T12:00"
+        ) from None
+
+
+def parse_states(values: Sequence[str]) -> list[str]:
+    """--state values (repeatable, comma-separated, any case) checked against the states."""
+    states: list[str] = []
+    for value in values:
+        for word in value.split(","):
+            name = word.strip().upper()
+            if not name:
+                continue
+            if name not in STATE_NAMES:
+                raise UsageError(f"--state {word!r}: not a state (one of {', '.join(STATE_NAMES)})")
+            states.append(name)
+    return states
+
+
+@click.command()
+@click.argument("ids", nargs=-1, metavar="[ID]...")
+@click.option("--all", "show_all", is_flag=True, help="Every tracked job, however old.")
+@click.option("--since", metavar="AGE|TIME", help="Jobs submitted since: 2h, 1d, or ISO time.")
+@click.option("--name", "name_glob", metavar="GLOB", help="Only jobs whose name matches GLOB.")
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    metavar="STATE",
+    help="Only jobs in this state (repeatable).",
+)
+@click.option("--backend", metavar="NAME", help="Only jobs of this backend.")
+@click.option("--last", is_flag=True, help="The newest job (detail view).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.option(
+    "--watch",
+    type=float,
+    is_flag=False,
+    flag_value=5.0,
+    default=None,
+    metavar="[SECONDS]",
+    help="Refresh every SECONDS (default 5) until interrupted.",
+)
+def status(
+    ids: tuple[str, ...],
+    show_all: bool,
+    since: str | None,
+    name_glob: str | None,
+    states: tuple[str, ...],
+    backend: str | None,
+    last: bool,
+    as_json: bool,
+    watch: float | None,
+) -> int:
+    """List tracked jobs (unfinished ones and those ended in the last 24 h), or detail IDs.
+
+    An ID is a jobkit id (or a unique prefix of one) or the scheduler's id.
+    """
+    wanted_states = parse_states(states)
+    if watch is not None and watch <= 0:
+        raise UsageError(f"--watch {watch:g}: must be a positive number of seconds")
+    with Store() as store:
+        if watch is None:
+            text, code = _snapshot(
+                store, ids, show_all, since, name_glob, wanted_states, backend, last, as_json
+            )
+            if text:
+                click.echo(text)
+            return code
+        tty = sys.stdout.isatty()
+        while True:
+            text, code = _snapshot(
+                store, ids, show_all, since, name_glob, wanted_states, backend, last, as_json
+            )
+            if tty:
+                click.clear()
+                click.echo(f"every {watch:g}s  {time.strftime('%H:%M:%S')}  (Ctrl-C to stop)")
+            elif not as_json:
+                click.echo(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')}")
+            click.echo(text, nl=True)
+            sys.stdout.flush()
+            time.sleep(watch)
+
+
+def _snapshot(
+    store: Store,
+    ids: Sequence[str],
+    show_all: bool,
+    since: str | None,
+    name_glob: str | None,
+    states: Sequence[str],
+    backend: str | None,
+    last: bool,
+    as_json: bool,
+) -> tuple[str, int]:
+    """Refresh and render once; returns the text and the exit code."""
+    from jobkit.cli.jobview import detail_dict, render_detail, render_table
+    from jobkit.ids import resolve_jobs
+    from jobkit.submit import reconcile_submissions
+    from jobkit.tracking import refresh
+
+    now = time.time()
+    code = 0
+    reconciled = reconcile_submissions(store, now=now)
+    for err in reconciled.errors:
+        click.echo(f"jobkit: warning: could not reconcile submissions: {err.show()}", err=True)
+        code = EXIT_STALE
+    detail = bool(ids) or last
+    if detail:
+        records = resolve_jobs(store, ids, last=last)
+    else:
+        records = store.list_jobs(
+            since=parse_since(since, now) if since else None,
+            recent_final_s=None if (show_all or since) else DEFAULT_RECENT_S,
+            name_glob=name_glob,
+            backend=backend,
+        )
+    result = refresh(store, records, now=now)
+    for failure in result.failures:
+        click.echo(f"jobkit: {failure.warning(now)}", err=True)
+        code = EXIT_STALE
+    shown: list[JobRecord] = result.records
+    if states and not detail:
+        shown = [r for r in shown if r.state in states]
+    if detail:
+        if as_json:
+            data = [detail_dict(r, store.history(r.jobkit_id)) for r in shown]
+            return json.dumps(data, indent=2), code
+        blocks = [render_detail(r, store.history(r.jobkit_id), now) for r in shown]
+        return "\n\n".join(blocks), code
+    if as_json:
+        return json.dumps([r.to_dict() for r in shown], indent=2), code
+    if not shown:
+        hint = "" if show_all else " (use --all for older ones)"
+        click.echo(f"jobkit: no tracked jobs to show{hint}", err=True)
+        return "", code
+    return render_table(shown, now), code

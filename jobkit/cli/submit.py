@@ -1,0 +1,116 @@
+"""`jobkit submit SPEC`: render, record, submit; `--wait` follows the job to its end."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from jobkit.cli.common import SpecArgs, spec_options
+from jobkit.cli.jobview import submitted_line
+from jobkit.store import JobRecord, Store
+from jobkit.tracking import BackendFailure
+
+
+@click.command()
+@spec_options
+@click.option(
+    "--dry-run", is_flag=True, help="Print the script and the submit command; record nothing."
+)
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="Follow the job until it ends (printing its output and state changes) and exit"
+    " with its exit code.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the job (or the plan) as JSON.")
+def submit(spec_args: SpecArgs, dry_run: bool, wait: bool, as_json: bool) -> int:
+    """Submit SPEC to its backend and track it; prints the jobkit id and the scheduler's id."""
+    from jobkit import submit as pipeline
+
+    loaded = spec_args.load()
+    plan = pipeline.plan_submission(
+        loaded.spec, workdir=Path.cwd(), template_dir=loaded.template_dir
+    )
+    if dry_run:
+        if as_json:
+            click.echo(pipeline.dumps_plan(plan))
+        else:
+            sys.stdout.write(plan.script)
+            sys.stdout.flush()
+            click.echo(f"# would run (in {plan.workdir}): {shlex.join(plan.argv)}", err=True)
+        return 0
+    with Store() as store:
+        _reconcile(store)
+        record = pipeline.submit(store, plan)
+        if as_json and not wait:
+            click.echo(json.dumps(record.to_dict(), indent=2))
+        elif not as_json:
+            click.echo(submitted_line(record))
+        if not wait:
+            return 0
+        final = _wait(store, record, stream=not as_json)
+        if as_json:
+            click.echo(json.dumps(final.to_dict(), indent=2))
+        from jobkit.tracking import exit_status_for
+
+        return exit_status_for(final)
+
+
+def _reconcile(store: Store) -> None:
+    from jobkit.submit import reconcile_submissions
+
+    done = reconcile_submissions(store)
+    for err in done.errors:
+        click.echo(f"jobkit: warning: could not reconcile submissions: {err.show()}", err=True)
+
+
+def _wait(store: Store, record: JobRecord, *, stream: bool) -> JobRecord:
+    """Follow the job: its output on stdout (when there is a log file), states on stderr."""
+    from jobkit.tracking import Waiter
+
+    def on_change(current: JobRecord) -> None:
+        words = [f"jobkit: {current.jobkit_id} {current.state}"]
+        if current.raw_state and current.raw_state != current.state:
+            words.append(f"({current.raw_state})")
+        if current.nodes:
+            words.append(f"on {current.nodes}")
+        if current.reason and current.state != "RUNNING":
+            words.append(f"- {current.reason}")
+        if current.exit_code is not None and current.is_final:
+            words.append(f"exit code {current.exit_code}")
+        click.echo(" ".join(words), err=True)
+
+    def on_failure(failure: BackendFailure) -> None:
+        click.echo(f"jobkit: {failure.warning()}", err=True)
+
+    waiter = Waiter(store, record.jobkit_id, on_change, on_failure)
+    sources = _log_sources(record) if stream else []
+    if sources:
+        from jobkit.logs import FollowTiming, follow
+
+        for line in follow(sources, waiter.done, timing=FollowTiming(done_interval_s=0.5)):
+            click.echo(line.render())
+    else:
+        while not waiter.done():
+            waiter.sleep_until_due()
+    return store.get(record.jobkit_id)
+
+
+def _log_sources(record: JobRecord) -> list:  # type: ignore[type-arg]
+    """The job's .out (and .err when separate) to stream; none for an array."""
+    if record.is_array or "out" not in record.log_paths:
+        return []
+    try:
+        from jobkit.logs import LogSource
+    except ImportError:
+        return []
+    out = record.log_paths["out"]
+    sources = [LogSource(Path(out))]
+    err = record.log_paths.get("err")
+    if err and err != out:
+        sources.append(LogSource(Path(err), label="err"))
+    return sources
