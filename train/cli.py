@@ -1,0 +1,83 @@
+"""`python -m train --config NAME|PATH [--set key=value]... [--check]`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Sequence
+
+from train.config import ConfigError, DistributedConfig, load_config
+from train.env import LaunchEnvError, detect_launch_env
+
+EXIT_USAGE = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m train",
+        description="The jobkit DDP+AMP trainer. Reads torchrun, srun, mpirun or PBS ranks.",
+    )
+    parser.add_argument("--config", help="A bundled config name (tiny-lm, mlp) or a YAML path.")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Override one config key, e.g. --set train.steps=200 (repeatable).",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="Health check: all-reduce on every rank, one device per rank, bandwidth.",
+    )
+    return parser
+
+
+def _import_torch_quietly() -> None:
+    """Import torch once without its 'Failed to initialize NumPy' warning (no numpy here)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+        import torch  # noqa: F401
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the trainer or the health check; returns the exit code (0, 1, 2 or 75)."""
+    args = _parser().parse_args(argv)
+    if not args.check and not args.config:
+        print("python -m train: give --config NAME|PATH (or --check)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        loaded = load_config(args.config, args.overrides) if args.config else None
+        env = detect_launch_env()
+    except ConfigError as err:
+        print(err.show(), file=sys.stderr)
+        return err.exit_code
+    except LaunchEnvError as err:
+        print(f"launch environment: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    _import_torch_quietly()
+    from train.dist import DistSetupError, shutdown
+    from train.loop import TrainSetupError, run_training
+    from train.preempt import StopRequest
+
+    try:
+        if args.check:
+            from train.check import run_check
+
+            distributed = loaded.config.distributed if loaded else DistributedConfig()
+            device = loaded.config.train.device if loaded else "auto"
+            return run_check(env, distributed, device)
+        assert loaded is not None
+        stop = StopRequest()
+        stop.install(loaded.config.train.preempt_signals)
+        return run_training(loaded, env, stop)
+    except ConfigError as err:
+        print(err.show(), file=sys.stderr)
+        return err.exit_code
+    except (TrainSetupError, DistSetupError) as err:
+        print(f"train: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        shutdown()

@@ -1,0 +1,145 @@
+"""The bundled datasets, the user's dataset plug-in, and the resumable stream of batches."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sized
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
+
+from train.config import DataConfig
+from train.plugins import load_factory
+
+BUNDLED_CORPUS = Path(__file__).resolve().parent / "data" / "corpus.txt"
+
+
+class SyntheticBlobs(Dataset):
+    """Gaussian blobs around `classes` random centres: separable for a large `separation`."""
+
+    def __init__(
+        self, samples: int, features: int, classes: int, separation: float, seed: int
+    ) -> None:
+        generator = torch.Generator().manual_seed(seed)
+        centres = torch.randn(classes, features, generator=generator) * separation
+        self.targets = torch.randint(0, classes, (samples,), generator=generator)
+        noise = torch.randn(samples, features, generator=generator)
+        self.inputs = centres[self.targets] + noise
+        self.info = {"in_features": features, "num_classes": classes}
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.inputs[index], self.targets[index]
+
+
+class CharWindows(Dataset):
+    """Windows of a text file as character ids: input window and the next-character targets."""
+
+    def __init__(self, path: str | None, context: int, stride: int | None) -> None:
+        text = Path(path or BUNDLED_CORPUS).read_text(encoding="utf-8")
+        vocab = sorted(set(text))
+        self.vocab = "".join(vocab)
+        lookup = {char: index for index, char in enumerate(vocab)}
+        self.ids = torch.tensor([lookup[char] for char in text], dtype=torch.long)
+        self.context = context
+        self.starts = list(range(0, len(self.ids) - context - 1, stride or context))
+        self.info = {
+            "vocab_size": len(vocab),
+            "context": context,
+            "tokens_per_sample": context,
+        }
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        start = self.starts[index]
+        window = self.ids[start : start + self.context + 1]
+        return window[:-1], window[1:]
+
+
+def build_dataset(config: DataConfig) -> tuple[Dataset, dict[str, Any]]:
+    """The dataset named by data.name and its info dict (sizes the model needs)."""
+    if config.name == "synthetic":
+        dataset: Any = SyntheticBlobs(**config.args)
+    elif config.name == "chars":
+        dataset = CharWindows(**config.args)
+    else:
+        dataset = load_factory(config.name)(**config.args)
+    if not isinstance(dataset, Sized):
+        raise TypeError(f"data.name {config.name}: the factory must return a sized Dataset")
+    info = dict(getattr(dataset, "info", None) or {})
+    return dataset, info
+
+
+class _SkipFirst(Sampler[int]):
+    """The indices of `sampler` after the first `skip` of them."""
+
+    def __init__(self, sampler: DistributedSampler, skip: int) -> None:
+        self.sampler = sampler
+        self.skip = skip
+
+    def __iter__(self) -> Iterator[int]:
+        return itertools.islice(iter(self.sampler), self.skip, None)
+
+    def __len__(self) -> int:
+        return max(0, len(self.sampler) - self.skip)
+
+
+class BatchStream:
+    """Batches for one rank, epoch after epoch, resumable at (epoch, batch in epoch).
+
+    The order depends only on the seed, epoch and rank (DistributedSampler, drop_last), so
+    a resumed run sees exactly the batches an uninterrupted one would have seen.
+    """
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        sampler: DistributedSampler,
+        batch_size: int,
+        num_workers: int,
+        epoch: int = 0,
+        position: int = 0,
+        pin_memory: bool = False,
+    ) -> None:
+        self.dataset = dataset
+        self.sampler = sampler
+        self.batch_size = batch_size
+        self.num_workers = num_workers
+        self.pin_memory = pin_memory
+        self.epoch = epoch
+        self.position = position
+        self.batches_per_epoch = len(sampler) // batch_size
+        self._iterator: Iterator[Any] | None = None
+
+    def next(self) -> Any:
+        """The next batch; moves to the next epoch (set_epoch) after the last full batch."""
+        if self._iterator is None:
+            self.sampler.set_epoch(self.epoch)
+            loader = DataLoader(
+                self.dataset,
+                batch_size=self.batch_size,
+                sampler=_SkipFirst(self.sampler, self.position * self.batch_size),
+                drop_last=True,
+                num_workers=self.num_workers,
+                pin_memory=self.pin_memory,
+                # Its own generator: making an iterator must not draw from the global RNG.
+                generator=torch.Generator().manual_seed(self.epoch),
+            )
+            self._iterator = iter(loader)
+        batch = next(self._iterator)
+        self.position += 1
+        if self.position >= self.batches_per_epoch:
+            self.epoch += 1
+            self.position = 0
+            self._iterator = None
+        return batch
+
+    def state(self) -> tuple[int, int]:
+        """(epoch, index of the next batch within it)."""
+        return self.epoch, self.position

@@ -1,0 +1,155 @@
+"""Process group, device and the few collectives the trainer needs."""
+
+from __future__ import annotations
+
+import datetime
+import pickle
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from train.env import LaunchEnv, apply_to_environ
+
+
+class DistSetupError(Exception):
+    """Devices or backend do not fit the launch; the message is one line."""
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What one rank runs on, as gathered by the health check and the trainer."""
+
+    rank: int
+    local_rank: int
+    host: str
+    device: str
+    uuid: str | None
+
+
+def choose_device(wanted: str, env: LaunchEnv) -> torch.device:
+    """cuda:N for this local rank when CUDA is there (or asked for), else cpu."""
+    use_cuda = wanted == "cuda" or (wanted == "auto" and torch.cuda.is_available())
+    if not use_cuda:
+        return torch.device("cpu")
+    count = torch.cuda.device_count()
+    if count == 0:
+        raise DistSetupError("train.device is cuda but no CUDA device is visible")
+    if count >= env.local_world_size:
+        return torch.device("cuda", env.local_rank)
+    if count == 1:
+        return torch.device("cuda", 0)  # one GPU per task (CUDA_VISIBLE_DEVICES binding)
+    raise DistSetupError(
+        f"{env.local_world_size} ranks on this node but {count} GPUs visible to each;"
+        " give every rank its own GPU (one per rank, or exactly one visible per task)"
+    )
+
+
+def choose_backend(wanted: str, device: torch.device) -> str:
+    """nccl for CUDA and gloo for CPU when `wanted` is auto; nccl on CPU is refused."""
+    if wanted == "auto":
+        return "nccl" if device.type == "cuda" else "gloo"
+    if wanted == "nccl" and device.type != "cuda":
+        raise DistSetupError("distributed.backend nccl needs CUDA; use gloo (or auto) on CPU")
+    return wanted
+
+
+def init_process_group(env: LaunchEnv, backend: str, device: torch.device, timeout_s: int) -> None:
+    """Join the job's process group (env:// rendezvous; an in-memory store for one rank)."""
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    timeout = datetime.timedelta(seconds=timeout_s)
+    if env.world_size == 1:
+        dist.init_process_group(
+            backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout
+        )
+        return
+    apply_to_environ(env)
+    options: dict[str, Any] = {}
+    if device.type == "cuda":
+        options["device_id"] = device
+    dist.init_process_group(
+        backend,
+        init_method="env://",
+        rank=env.rank,
+        world_size=env.world_size,
+        timeout=timeout,
+        **options,
+    )
+
+
+def shutdown() -> None:
+    """Leave the process group if joined."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def describe_device(env: LaunchEnv, device: torch.device) -> DeviceInfo:
+    """This rank's host and device (with the GPU's uuid when there is one)."""
+    uuid = None
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        uuid = str(getattr(torch.cuda.get_device_properties(index), "uuid", index))
+    return DeviceInfo(env.rank, env.local_rank, socket.gethostname(), str(device), uuid)
+
+
+def _encode(value: Any, device: torch.device) -> torch.Tensor:
+    data = bytearray(pickle.dumps(value))
+    return torch.frombuffer(data, dtype=torch.uint8).to(device)
+
+
+def _decode(tensor: torch.Tensor, size: int) -> Any:
+    return pickle.loads(bytes(tensor[:size].cpu().tolist()))
+
+
+def gather_objects(value: Any, device: torch.device) -> list[Any]:
+    """`value` from every rank, in rank order, on every rank.
+
+    torch's all_gather_object needs numpy; this pickles into uint8 tensors itself.
+    """
+    payload = _encode(value, device)
+    size = torch.tensor([payload.numel()], dtype=torch.long, device=device)
+    sizes = [torch.zeros_like(size) for _ in range(dist.get_world_size())]
+    dist.all_gather(sizes, size)
+    longest = int(max(int(item.item()) for item in sizes))
+    padded = torch.zeros(longest, dtype=torch.uint8, device=device)
+    padded[: payload.numel()] = payload
+    buffers = [torch.empty_like(padded) for _ in sizes]
+    dist.all_gather(buffers, padded)
+    return [_decode(buffer, int(item.item())) for buffer, item in zip(buffers, sizes, strict=True)]
+
+
+def find_shared_devices(infos: list[DeviceInfo]) -> list[str]:
+    """One message per GPU that two or more ranks on one host use (empty: all distinct)."""
+    users: dict[tuple[str, str], list[int]] = {}
+    for info in infos:
+        if info.uuid is not None:
+            users.setdefault((info.host, info.uuid), []).append(info.rank)
+    return [
+        f"ranks {', '.join(map(str, ranks))} on host {host} share one GPU ({uuid})"
+        for (host, uuid), ranks in users.items()
+        if len(ranks) > 1
+    ]
+
+
+def broadcast_object(value: Any, device: torch.device, src: int = 0) -> Any:
+    """`value` from rank `src`, on every rank (pickled; no numpy needed)."""
+    is_source = dist.get_rank() == src
+    payload = _encode(value, device) if is_source else None
+    size = torch.tensor([payload.numel() if payload is not None else 0], device=device)
+    dist.broadcast(size, src=src)
+    buffer = (
+        payload
+        if payload is not None
+        else torch.empty(int(size.item()), dtype=torch.uint8, device=device)
+    )
+    dist.broadcast(buffer, src=src)
+    return value if is_source else _decode(buffer, int(size.item()))
+
+
+def barrier(device: torch.device) -> None:
+    """Wait for every rank (an all-reduce, so it works the same on gloo and nccl)."""
+    flag = torch.zeros(1, device=device)
+    dist.all_reduce(flag)

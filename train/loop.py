@@ -1,0 +1,528 @@
+"""The training run: set-up, the DDP+AMP step loop, checkpoints, preemption and the end."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DataParallel, DistributedDataParallel
+from torch.utils.data import DistributedSampler
+
+from train import checkpoint as ckpt
+from train.config import LoadedConfig, TrainerConfig, per_rank_batch, scaled_lr
+from train.data import BatchStream, build_dataset
+from train.dist import (
+    broadcast_object,
+    choose_backend,
+    choose_device,
+    describe_device,
+    find_shared_devices,
+    gather_objects,
+    init_process_group,
+)
+from train.env import LaunchEnv
+from train.models import ModelBuildError, build_model, compute_loss
+from train.optim import build_optimizer, build_scheduler
+from train.plugins import PluginError
+from train.preempt import StopRequest
+from train.rng import capture_rng, restore_rng, seed_everything
+from train.runlog import RunLog
+
+EXIT_OK = 0
+EXIT_REQUEUE = 75
+MARKER_NAME = "requeue-requested"
+
+
+class TrainSetupError(Exception):
+    """The run cannot start as configured on this launch; one line, exit 2."""
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Where this run writes: logs, metrics, checkpoints and the requeue marker."""
+
+    run_dir: Path
+    log_dir: Path
+    checkpoint_dir: Path
+    marker: Path | None
+
+
+def resolve_paths(config: TrainerConfig, environ: Mapping[str, str]) -> RunPaths:
+    """$JOBKIT_RUN_DIR when set (jobkit jobs), else runs/NAME; config dirs override."""
+    jobkit_dir = environ.get("JOBKIT_RUN_DIR", "").strip()
+    run_dir = Path(jobkit_dir) if jobkit_dir else Path("runs") / config.name
+    return RunPaths(
+        run_dir=run_dir,
+        log_dir=Path(config.logging.dir) if config.logging.dir else run_dir,
+        checkpoint_dir=(
+            Path(config.checkpoint.dir) if config.checkpoint.dir else run_dir / "checkpoints"
+        ),
+        marker=Path(jobkit_dir) / MARKER_NAME if jobkit_dir else None,
+    )
+
+
+def _agree(ok: bool, device: torch.device) -> bool:
+    """True when `ok` holds on every rank; also a barrier."""
+    flag = torch.tensor([0.0 if ok else 1.0], device=device)
+    dist.all_reduce(flag)
+    return flag.item() == 0.0
+
+
+def _to_device(batch: Any, device: torch.device) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_to_device(item, device) for item in batch)
+    if isinstance(batch, dict):
+        return {key: _to_device(value, device) for key, value in batch.items()}
+    return batch
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    return model.module if isinstance(model, (DistributedDataParallel, DataParallel)) else model
+
+
+class Trainer:
+    """One rank's share of a training run. `run()` returns the process exit code."""
+
+    def __init__(
+        self,
+        loaded: LoadedConfig,
+        env: LaunchEnv,
+        stop: StopRequest,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.loaded = loaded
+        self.config = loaded.config
+        self.env = env
+        self.stop = stop
+        self.paths = resolve_paths(self.config, os.environ if environ is None else environ)
+        self.log = RunLog(env.rank, self.paths.log_dir, self.config.logging.metrics)
+        self.device = torch.device("cpu")
+        self.last_saved_step = -1
+
+    # set-up
+
+    def _start_process_group(self) -> None:
+        config = self.config
+        try:
+            self.device = choose_device(config.train.device, self.env)
+            backend = choose_backend(config.distributed.backend, self.device)
+        except Exception as err:
+            raise TrainSetupError(str(err)) from None
+        init_process_group(self.env, backend, self.device, config.distributed.timeout)
+        self.backend = backend
+        infos = gather_objects(describe_device(self.env, self.device), self.device)
+        shared = find_shared_devices(infos)
+        if shared:
+            raise TrainSetupError("; ".join(shared))
+
+    def _resolve_strategy(self) -> str:
+        strategy = self.config.distributed.strategy
+        world = self.env.world_size
+        if strategy == "auto":
+            return "ddp" if world > 1 else "single"
+        if strategy in ("single", "dp") and world > 1:
+            raise self.loaded.error(
+                "distributed.strategy",
+                f"{strategy} runs one process but the launcher started {world}; use ddp or auto",
+            )
+        if strategy == "dp" and (self.device.type != "cuda" or torch.cuda.device_count() < 2):
+            self.log.warning("distributed.strategy dp needs 2+ GPUs in one process; using single")
+            return "single"
+        return strategy
+
+    def _resolve_amp(self) -> tuple[torch.dtype | None, bool]:
+        wanted = self.config.amp.dtype
+        if wanted == "off":
+            return None, False
+        on_cuda = self.device.type == "cuda"
+        if wanted == "fp16" and not on_cuda:
+            self.log.warning("amp.dtype fp16 needs CUDA; using bf16 autocast on cpu")
+            return torch.bfloat16, False
+        if wanted == "bf16" and on_cuda and not torch.cuda.is_bf16_supported():
+            self.log.warning("this GPU has no bf16; using fp16 autocast with a GradScaler")
+            return torch.float16, True
+        return (torch.float16, True) if wanted == "fp16" else (torch.bfloat16, False)
+
+    def _build_data_and_model(self) -> None:
+        config = self.config
+        try:
+            self.dataset, self.info = build_dataset(config.data)
+        except (PluginError, OSError, TypeError, ValueError) as err:
+            key = "data.args" if isinstance(err, (OSError, TypeError)) else "data.name"
+            raise self.loaded.error(key, str(err).splitlines()[0]) from None
+        try:
+            self.model = build_model(config.model, self.info)
+        except (PluginError, ModelBuildError, TypeError) as err:
+            key = "model.args" if isinstance(err, TypeError) else "model.name"
+            raise self.loaded.error(key, str(err).splitlines()[0]) from None
+
+    def _choose_checkpoint(self) -> tuple[Path, dict[str, Any]] | None:
+        """Rank 0 picks the checkpoint to resume from; every rank loads that same file."""
+        resume = self.config.checkpoint.resume
+        if resume == "never":
+            return None
+        chosen: tuple[Path, dict[str, Any]] | None = None
+        error = ""
+        if self.env.is_main:
+            if resume == "auto":
+                chosen = ckpt.find_latest_valid(
+                    self.paths.checkpoint_dir,
+                    lambda path, why: self.log.info(f"skipping checkpoint {path}: {why}"),
+                )
+                if chosen is None:
+                    self.log.info(
+                        f"no checkpoint found in {self.paths.checkpoint_dir}: starting from step 0"
+                    )
+            else:
+                try:
+                    chosen = Path(resume), ckpt.load_checkpoint(Path(resume))
+                except ckpt.CheckpointError as err:
+                    error = f"{resume} {err}"
+        error = broadcast_object(error, self.device)
+        if error:
+            raise self.loaded.error("checkpoint.resume", error)
+        path = broadcast_object(str(chosen[0]) if chosen else None, self.device)
+        if path is None:
+            return None
+        failure = ""
+        if not self.env.is_main:
+            try:
+                chosen = Path(path), ckpt.load_checkpoint(Path(path))
+            except ckpt.CheckpointError as err:
+                failure = (
+                    f"rank {self.env.rank} cannot use checkpoint {path} chosen by rank 0: {err}"
+                )
+        if not _agree(not failure, self.device):
+            raise TrainSetupError(
+                failure
+                or f"another rank cannot read checkpoint {path}: checkpoint.dir must be on a"
+                " file system every node shares"
+            )
+        return chosen
+
+    # checkpoints
+
+    def _save(self, step: int, reason: str, then: Callable[[], None] | None = None) -> None:
+        """Every rank hands over its RNG state; rank 0 writes the file; then all agree."""
+        rng_states = gather_objects(capture_rng(), self.device)
+        problem = ""
+        if self.env.is_main:
+            epoch, position = self.stream.state()
+            state = {
+                "format": ckpt.FORMAT,
+                "version": ckpt.VERSION,
+                "step": step,
+                "epoch": epoch,
+                "position": position,
+                "world_size": self.env.world_size,
+                "batch_size_per_rank": self.batch_size,
+                "loss": self.last_loss,
+                "model": _unwrap(self.model).state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else None,
+                "rng": rng_states,
+                "config_name": self.config.name,
+            }
+            path = ckpt.checkpoint_path(self.paths.checkpoint_dir, step)
+            try:
+                ckpt.save_atomic(state, path)
+                ckpt.prune(self.paths.checkpoint_dir, self.config.checkpoint.keep_last)
+                self.log.info(f"checkpoint saved: {path} (step {step}, {reason})")
+                if then is not None:
+                    then()
+            except OSError as err:
+                problem = f"cannot write checkpoint {path}: {err}"
+        if not _agree(not problem, self.device):
+            raise RuntimeError(problem or "rank 0 could not write the checkpoint")
+        self.last_saved_step = step
+
+    def _restore(self, path: Path, state: dict[str, Any]) -> int:
+        env = self.env
+        _unwrap(self.model).load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if state.get("scheduler") is not None:
+            self.scheduler.load_state_dict(state["scheduler"])
+            self.scheduler.base_lrs = [self.lr] * len(self.optimizer.param_groups)
+        if state.get("scaler") is not None and self.scaler.is_enabled():
+            self.scaler.load_state_dict(state["scaler"])
+        rng = state.get("rng") or []
+        same_shape = (
+            state.get("world_size") == env.world_size
+            and state.get("batch_size_per_rank") == self.batch_size
+        )
+        if same_shape and len(rng) > env.rank:
+            restore_rng(rng[env.rank])
+            epoch, position = int(state["epoch"]), int(state["position"])
+        else:
+            old_world = int(state.get("world_size") or 1)
+            old_batch = int(state.get("batch_size_per_rank") or self.batch_size)
+            done = int(state["position"]) * old_world * old_batch
+            epoch, position = int(state["epoch"]), done // (env.world_size * self.batch_size)
+            self._seed_per_rank()
+            self.log.warning(
+                f"checkpoint was written by {old_world} ranks x batch {old_batch}, this run has"
+                f" {env.world_size} x {self.batch_size}: data position mapped to batch"
+                f" {position} of epoch {epoch}, RNG reseeded (not bit-identical to one run)"
+            )
+        self.stream.epoch, self.stream.position = epoch, position
+        self.last_loss = float(state.get("loss", math.nan))
+        step = int(state["step"])
+        self.last_saved_step = step
+        self.log.info(f"resumed from step {step} ({path})")
+        return step
+
+    def _seed_per_rank(self) -> None:
+        """Different streams for dropout and the like on each rank, fixed by the seed."""
+        seed_everything(self.config.train.seed * 100_003 + 1 + self.env.rank)
+
+    def _write_marker(self, step: int, reason: str) -> None:
+        if self.paths.marker is not None:
+            self.paths.marker.write_text(f"step {step} {reason}\n", encoding="utf-8")
+            self.log.info(f"wrote {self.paths.marker}")
+
+    # the run
+
+    def _setup(self) -> int:
+        config, env, log = self.config, self.env, self.log
+        log.info(f"launch: {env.describe()}", all_ranks=False)
+        if env.restart_count:
+            log.info(f"requeue count: {env.restart_count} (SLURM_RESTART_COUNT)")
+        self._start_process_group()
+        strategy = self._resolve_strategy()
+        self.amp_dtype, use_scaler = self._resolve_amp()
+        if env.is_main:
+            log.info(f"config: {self.loaded.path}\n{self.loaded.dump().rstrip()}")
+            if self.paths.marker is not None and self.paths.marker.exists():
+                self.paths.marker.unlink()
+                log.info(f"removed the previous run's {self.paths.marker}")
+            for temp in ckpt.remove_stale_temps(self.paths.checkpoint_dir):
+                log.info(f"removed a partial checkpoint write: {temp}")
+
+        seed_everything(config.train.seed)  # same model init and data on every rank
+        self._build_data_and_model()
+        self.batch_size, global_batch = per_rank_batch(self.loaded, env.world_size)
+        self.sampler = DistributedSampler(
+            self.dataset,
+            num_replicas=env.world_size,
+            rank=env.rank,
+            shuffle=config.data.shuffle,
+            seed=config.train.seed,
+            drop_last=True,
+        )
+        self.stream = BatchStream(
+            self.dataset,
+            self.sampler,
+            self.batch_size,
+            config.data.num_workers,
+            pin_memory=self.device.type == "cuda",
+        )
+        if self.stream.batches_per_epoch < 1:
+            key = (
+                "data.batch_size_per_rank"
+                if config.data.batch_size_per_rank
+                else "data.global_batch_size"
+            )
+            raise self.loaded.error(
+                key,
+                f"the dataset has {len(self.dataset)} samples, fewer than one batch of"
+                f" {self.batch_size} per rank on {env.world_size} ranks",
+            )
+        self._seed_per_rank()
+
+        self.model.to(self.device)
+        self.lr = scaled_lr(config, env.world_size)
+        self.optimizer = build_optimizer(self.model.parameters(), config.optim, self.lr)
+        self.scheduler = build_scheduler(self.optimizer, config.optim, config.train.steps)
+        self.scaler = torch.amp.GradScaler(
+            self.device.type,
+            init_scale=config.amp.init_scale,
+            growth_interval=config.amp.growth_interval,
+            enabled=use_scaler,
+        )
+        self.last_loss = math.nan
+        start_step = 0
+        chosen = self._choose_checkpoint()
+        if chosen is not None:
+            start_step = self._restore(*chosen)
+
+        self.strategy = strategy
+        if strategy == "ddp":
+            dist_config = config.distributed
+            self.model = DistributedDataParallel(
+                self.model,
+                device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                bucket_cap_mb=dist_config.bucket_cap_mb,
+                find_unused_parameters=dist_config.find_unused_parameters,
+                gradient_as_bucket_view=dist_config.gradient_as_bucket_view,
+                static_graph=dist_config.static_graph,
+            )
+        elif strategy == "dp":
+            self.model = DataParallel(self.model)
+        self.tokens_per_sample = self.info.get("tokens_per_sample")
+        self.global_batch = global_batch
+        log.info(
+            f"device: {self.device} backend: {self.backend} strategy: {strategy}"
+            f" amp: {config.amp.dtype}" + (" (GradScaler)" if use_scaler else "")
+        )
+        log.info(
+            f"batch: {self.batch_size} per rank x {env.world_size} ranks x"
+            f" {config.train.grad_accum_steps} accumulation steps = {global_batch} samples per"
+            f" optimizer step (global); lr {self.lr:g} ({config.optim.lr_scaling} scaling)"
+        )
+        log.info(
+            f"data: {len(self.dataset)} samples, {self.stream.batches_per_epoch} batches per"
+            f" epoch per rank; params: {sum(p.numel() for p in self.model.parameters())}"
+        )
+        return start_step
+
+    def _micro_sync(self, micro: int) -> AbstractContextManager[Any]:
+        last = micro == self.config.train.grad_accum_steps - 1
+        if isinstance(self.model, DistributedDataParallel) and not last:
+            return self.model.no_sync()
+        return nullcontext()
+
+    def _train_step(self) -> torch.Tensor:
+        """One optimizer step over grad_accum_steps micro-batches; returns the grad norm."""
+        config = self.config
+        accum = config.train.grad_accum_steps
+        self.model.train()
+        loss_sum = torch.zeros((), device=self.device)
+        for micro in range(accum):
+            inputs, targets = _to_device(self.stream.next(), self.device)
+            with self._micro_sync(micro):
+                with torch.autocast(
+                    self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None
+                ):
+                    outputs = self.model(inputs)
+                    loss = compute_loss(config.model.loss, outputs, targets)
+                scaled = loss / accum
+                if self.scaler.is_enabled():
+                    self.scaler.scale(scaled).backward()
+                else:
+                    scaled.backward()
+            loss_sum += loss.detach().float()
+        if self.scaler.is_enabled():
+            self.scaler.unscale_(self.optimizer)
+        max_norm = config.optim.grad_clip or math.inf
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
+        if self.scaler.is_enabled():
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        self._loss_sum = loss_sum / accum
+        return grad_norm
+
+    def _report(
+        self, step: int, lr: float, grad_norm: torch.Tensor, seconds: float, steps: int
+    ) -> None:
+        total = self.config.train.steps
+        samples_per_s = self.global_batch * steps / max(seconds, 1e-9)
+        record: dict[str, Any] = {
+            "step": step,
+            "epoch": self.stream.epoch,
+            "loss": self.last_loss,
+            "lr": lr,
+            "grad_norm": float(grad_norm),
+            "samples_per_s": samples_per_s,
+        }
+        line = (
+            f"step {step}/{total} loss {self.last_loss:.6f} lr {lr:.3e}"
+            f" grad_norm {record['grad_norm']:.4f} samples/s {samples_per_s:.1f}"
+        )
+        if self.tokens_per_sample:
+            record["tokens_per_s"] = samples_per_s * self.tokens_per_sample
+            line += f" tokens/s {record['tokens_per_s']:.0f}"
+        if self.scaler.is_enabled():
+            record["loss_scale"] = self.scaler.get_scale()
+            line += f" loss_scale {record['loss_scale']:g}"
+        record["time"] = time.time()
+        self.log.info(line)
+        self.log.metrics(record)
+
+    def run(self) -> int:
+        """Train to train.steps (exit 0) or until asked to stop (checkpoint, exit 75)."""
+        config, env, log = self.config, self.env, self.log
+        start_step = self._setup()
+        total = config.train.steps
+        if start_step >= total:
+            log.info(f"training already complete at step {start_step} (train.steps = {total})")
+            log.info(f"final loss {self.last_loss!r}")
+            return EXIT_OK
+        step = start_step
+        stop_reason = ""
+        interval_start = run_start = time.perf_counter()
+        interval_steps = 0
+        log_every = config.logging.every_steps
+        every = config.checkpoint.every_steps
+        while step < total:
+            lr = self.scheduler.get_last_lr()[0]
+            grad_norm = self._train_step()
+            step += 1
+            interval_steps += 1
+            local_stop = 1.0 if self.stop.requested else 0.0
+            packed = torch.stack(
+                [torch.tensor(local_stop, device=self.device), self._loss_sum.double()]
+            ).double()
+            dist.all_reduce(packed)
+            stop_votes, loss_total = packed.tolist()
+            self.last_loss = loss_total / env.world_size
+            if stop_votes > 0 and step < total:
+                why = self.stop.signal_name or "a signal on another rank"
+                stop_reason = f"preempted by {why}"
+            elif config.train.stop_after_step == step and step < total:
+                stop_reason = "train.stop_after_step"
+            if step % log_every == 0 or step == total or stop_reason:
+                now = time.perf_counter()
+                self._report(step, lr, grad_norm, now - interval_start, interval_steps)
+                interval_start, interval_steps = now, 0
+            if stop_reason:
+                break
+            if every and step % every == 0 and step < total:
+                self._save(step, "periodic")
+        elapsed = time.perf_counter() - run_start
+        done = step - start_step
+        log.info(
+            f"trained {done} steps in {elapsed:.2f} s ({done / max(elapsed, 1e-9):.3f} steps/s)"
+        )
+        if stop_reason:
+            reason = stop_reason
+            if self.last_saved_step == step:
+                if env.is_main:
+                    self._write_marker(step, reason)
+                _agree(True, self.device)
+            else:
+                self._save(step, reason, then=lambda: self._write_marker(step, reason))
+            log.info(f"stopped after step {step} ({reason}): exiting with {EXIT_REQUEUE} (requeue)")
+            return EXIT_REQUEUE
+        if config.checkpoint.save_final and self.last_saved_step != step:
+            self._save(step, "final")
+        log.info(f"final loss {self.last_loss!r}")
+        return EXIT_OK
+
+    def close(self) -> None:
+        """Close the log files."""
+        self.log.close()
+
+
+def run_training(loaded: LoadedConfig, env: LaunchEnv, stop: StopRequest) -> int:
+    """Build a Trainer for this rank and run it; returns the exit code (0 or 75)."""
+    trainer = Trainer(loaded, env, stop)
+    try:
+        return trainer.run()
+    finally:
+        trainer.close()
