@@ -172,14 +172,27 @@ def _unknown_key(path: KeyPath, extra_top_keys: Sequence[str]) -> str:
     if not path[:-1]:
         valid += list(extra_top_keys)
     key = str(path[-1]) if path else ""
-    lowered = {name.lower(): name for name in valid}
-    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
-    guess = lowered.get(key.lower()) or (close[0] if close else None)
+    guess = _guess_key(key, valid)
     if guess:
         return f"unknown key (did you mean {guess!r}?)"
     if valid:
         return f"unknown key (valid keys: {', '.join(valid)})"
     return "unknown key"
+
+
+def _guess_key(key: str, valid: list[str]) -> str | None:
+    """The valid key the user most likely meant: same letters, close spelling, or a part of it."""
+    lowered = {name.lower(): name for name in valid}
+    if key.lower() in lowered:
+        return lowered[key.lower()]
+    close = difflib.get_close_matches(key.lower(), valid, n=1, cutoff=0.6)
+    if close:
+        return close[0]
+    if len(key) >= 3:
+        parts = [name for name in valid if key.lower() in name or name in key.lower()]
+        if parts:
+            return max(parts, key=lambda name: difflib.SequenceMatcher(None, key, name).ratio())
+    return None
 
 
 def _expected(detail: dict[str, Any]) -> list[str]:

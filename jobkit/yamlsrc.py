@@ -128,7 +128,12 @@ def parse_value(text: str, source: str) -> Any:
 
 
 def _compose(text: str, file: str, *, with_line: bool = True) -> yaml.Node | None:
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)  # the reader checks every character here
+    except yaml.reader.ReaderError as err:
+        line = text[: err.position].count("\n") + 1 if with_line else None
+        message = f"invalid YAML: unacceptable character #x{err.character:04x} ({err.reason})"
+        raise SpecError(message, file=file, line=line) from None
     try:
         return loader.get_single_node()
     except yaml.MarkedYAMLError as err:
@@ -136,7 +141,7 @@ def _compose(text: str, file: str, *, with_line: bool = True) -> yaml.Node | Non
         problem = err.problem or err.context or "cannot be parsed"
         line = mark.line + 1 if (mark is not None and with_line) else None
         raise SpecError(f"invalid YAML: {_one_line(problem)}", file=file, line=line) from None
-    except yaml.YAMLError as err:  # ReaderError: characters YAML does not allow
+    except yaml.YAMLError as err:
         raise SpecError(f"invalid YAML: {_one_line(str(err))}", file=file) from None
     finally:
         loader.dispose()

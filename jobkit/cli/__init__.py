@@ -34,6 +34,10 @@ EXIT_BROKEN_PIPE = 141
 EXIT_INTERNAL = 70  # EX_SOFTWARE
 
 
+class Interrupted(Exception):
+    """Ctrl-C inside a verb (click would print a blank line for a KeyboardInterrupt)."""
+
+
 class LazyGroup(click.Group):
     """A group that imports a verb's module only when that verb is run or listed in help."""
 
@@ -46,6 +50,13 @@ class LazyGroup(click.Group):
             return None
         command = getattr(importlib.import_module(module_name), cmd_name, None)
         return command if isinstance(command, click.Command) else None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the verb; Ctrl-C leaves as Interrupted so click prints nothing."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise Interrupted() from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The verb list of --help; a verb whose module fails to import is shown as such."""
@@ -98,7 +109,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             return EXIT_INTERRUPTED
         click.echo("jobkit: aborted", err=True)
         return 1
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         _silence_stdout()

@@ -8,28 +8,40 @@ import shlex
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from jobkit.cli.common import SpecArgs, spec_options
 from jobkit.errors import UsageError
 
+if TYPE_CHECKING:
+    from jobkit.schema import JobSpec
+
 SCRIPT_MODE = 0o755
 SCRIPT_PLACEHOLDER = "SCRIPT"
+"""Stands for the script's path in --show-command when it goes to stdout (no -o)."""
 
 
-def submit_command(backend: str, script_path: str) -> list[str]:
-    """The command that submits a rendered script (shown by --show-command).
+def submit_command(spec: JobSpec, script_path: Path) -> list[str]:
+    """The command `jobkit submit` would run for a script at `script_path` (--show-command).
 
-    Provisional: the backends own the real argv (Backend.submit_argv); keep this in step.
+    It comes from the backend itself (Backend.submit_argv); per-submission values that only
+    exist at submit time show as placeholders (`<token>`, `<jobkit-id>`).
     """
-    if backend == "slurm":
-        return ["sbatch", "--parsable", script_path]
-    if backend == "pbs":
-        return ["qsub", script_path]
-    if backend in ("local", "ssh"):
-        return ["bash", script_path]
-    raise UsageError(f"backend {backend} has no submit command for a script")
+    from jobkit.backends import get_backend
+    from jobkit.backends.base import SubmitRequest
+
+    request = SubmitRequest(
+        jobkit_id="<jobkit-id>",
+        spec=spec,
+        script="",
+        script_path=script_path,
+        job_dir=Path("<job-dir>"),
+        workdir=Path.cwd(),
+        token="<token>",
+    )
+    return get_backend(spec.backend).submit_argv(request)
 
 
 def submitit_has_no_script() -> UsageError:
@@ -68,10 +80,8 @@ def render(spec_args: SpecArgs, output: str | None, show_command: bool) -> None:
     else:
         write_script(Path(output), script, spec_path=loaded.path)
     if show_command:
-        shown = shlex.quote(output) if output is not None else SCRIPT_PLACEHOLDER
-        argv = submit_command(loaded.spec.backend, SCRIPT_PLACEHOLDER)
-        words = [shown if word == SCRIPT_PLACEHOLDER else shlex.quote(word) for word in argv]
-        click.echo(" ".join(words), err=True)
+        script_path = Path(output) if output is not None else Path(SCRIPT_PLACEHOLDER)
+        click.echo(shlex.join(submit_command(loaded.spec, script_path)), err=True)
 
 
 def write_script(target: Path, script: str, *, spec_path: Path | None = None) -> None:

@@ -1,0 +1,55 @@
+"""Fixtures for the spec tests: the CLI run in-process, and no stray site profiles."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from jobkit.cli import run
+
+
+@dataclass(frozen=True)
+class CliResult:
+    """What one CLI run left: exit code, stdout and stderr."""
+
+    code: int
+    out: str
+    err: str
+
+
+CliRunner = Callable[..., CliResult]
+
+
+@pytest.fixture(autouse=True)
+def no_site_profiles(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Profiles come only from what a test sets up, never from the machine's own config."""
+    config = tmp_path_factory.mktemp("xdg-config")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    monkeypatch.delenv("JOBKIT_PROFILES", raising=False)
+    monkeypatch.delenv("JOBKIT_DEBUG", raising=False)
+    return config
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> CliRunner:
+    """Run `jobkit ARGS...` in this process (the same error handling as the console script)."""
+
+    def invoke(*args: str) -> CliResult:
+        capsys.readouterr()
+        code = run(list(args))
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return invoke
+
+
+@pytest.fixture
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run from an empty temporary folder, so errors name files as `job.yaml`."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
