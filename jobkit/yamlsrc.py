@@ -139,6 +139,8 @@ def _compose(text: str, file: str, *, with_line: bool = True) -> yaml.Node | Non
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         problem = err.problem or err.context or "cannot be parsed"
+        if err.context and err.problem and not err.context.startswith("while "):
+            problem = f"{err.context}, {err.problem}"  # "expected a single document ..."
         line = mark.line + 1 if (mark is not None and with_line) else None
         raise SpecError(f"invalid YAML: {_one_line(problem)}", file=file, line=line) from None
     except yaml.YAMLError as err:

@@ -85,14 +85,23 @@ def render(spec_args: SpecArgs, output: str | None, show_command: bool) -> None:
 
 
 def write_script(target: Path, script: str, *, spec_path: Path | None = None) -> None:
-    """Write `script` to `target` atomically with mode 0755 (a temp file, then rename)."""
+    """Write `script` to `target` atomically with mode 0755 (a temp file, then rename).
+
+    A symlink is followed (the file it points to is replaced); a device or pipe that
+    already exists (/dev/stdout, /dev/null, a FIFO) is written to directly, never replaced.
+    """
     if target.is_dir():
         raise UsageError(f"-o {target}: is a directory")
     if spec_path is not None and target.exists() and _same_file(target, spec_path):
         raise UsageError(f"-o {target}: is the job spec itself; choose another file")
-    folder = target.parent if str(target.parent) else Path(".")
+    if target.exists() and not target.is_file():
+        _write_in_place(target, script)
+        return
+    real = Path(os.path.realpath(target))
     try:
-        handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+        handle, temp_name = tempfile.mkstemp(
+            prefix=f".{real.name}.", suffix=".tmp", dir=real.parent
+        )
     except OSError as err:
         raise UsageError(f"-o {target}: cannot write: {err.strerror or err}") from None
     try:
@@ -101,13 +110,21 @@ def write_script(target: Path, script: str, *, spec_path: Path | None = None) ->
             stream.flush()
             os.fsync(stream.fileno())
         os.chmod(temp_name, SCRIPT_MODE)
-        os.replace(temp_name, target)
+        os.replace(temp_name, real)
     except BaseException as err:
         with contextlib.suppress(OSError):
             os.unlink(temp_name)
         if isinstance(err, OSError):
             raise UsageError(f"-o {target}: cannot write: {err.strerror or err}") from None
         raise
+
+
+def _write_in_place(target: Path, script: str) -> None:
+    try:
+        with open(target, "w", encoding="utf-8") as stream:
+            stream.write(script)
+    except OSError as err:
+        raise UsageError(f"-o {target}: cannot write: {err.strerror or err}") from None
 
 
 def _same_file(first: Path, second: Path) -> bool:

@@ -1,0 +1,266 @@
+"""The CLI shell: version, one place for errors, lazy verbs, render's output rules."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import jobkit
+import jobkit.cli
+from jobkit.cli.common import SpecArgs
+from tests.spec.conftest import CliRunner
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD = "name: demo\nbackend: slurm\nrun:\n  command: python3 train.py\n"
+BAD = "name: demo\nbackend: slurm\nresources:\n  nodes: 0\nrun:\n  command: python3 train.py\n"
+
+
+def python_m_jobkit(
+    *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jobkit", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        timeout=60,
+        check=False,
+    )
+
+
+def test_version(cli: CliRunner) -> None:
+    result = cli("--version")
+    assert (result.code, result.out, result.err) == (0, f"jobkit {jobkit.__version__}\n", "")
+
+
+def test_python_m_jobkit_renders_the_quickstart() -> None:
+    done = python_m_jobkit("render", "examples/quickstart.yaml")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("#!")
+    assert done.stderr == ""
+
+
+def test_console_script_reports_a_bad_spec(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text(BAD, encoding="utf-8")
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "jobkit"), "render", "job.yaml"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr == "jobkit: job.yaml:4: resources.nodes: must be >= 1 (got 0)\n"
+
+
+def test_render_writes_the_script_to_stdout_only(cli: CliRunner, in_tmp: Path) -> None:
+    (in_tmp / "job.yaml").write_text(GOOD, encoding="utf-8")
+    result = cli("render", "job.yaml")
+    assert result.code == 0
+    assert result.err == ""
+    assert result.out.startswith("#!")
+    assert "#SBATCH --job-name=demo" in result.out
+    assert list(in_tmp.iterdir()) == [in_tmp / "job.yaml"]  # render creates nothing
+
+
+def test_render_output_file(cli: CliRunner, in_tmp: Path) -> None:
+    (in_tmp / "job.yaml").write_text(GOOD, encoding="utf-8")
+    printed = cli("render", "job.yaml").out
+    result = cli("render", "job.yaml", "-o", "job.sh")
+    assert (result.code, result.out, result.err) == (0, "", "")
+    script = in_tmp / "job.sh"
+    assert script.read_text(encoding="utf-8") == printed
+    assert stat.S_IMODE(script.stat().st_mode) == 0o755
+    assert sorted(path.name for path in in_tmp.iterdir()) == ["job.sh", "job.yaml"]
+
+
+def test_render_error_leaves_no_output_file(cli: CliRunner, in_tmp: Path) -> None:
+    (in_tmp / "job.yaml").write_text(BAD, encoding="utf-8")
+    result = cli("render", "job.yaml", "-o", "job.sh")
+    assert (result.code, result.out) == (2, "")
+    assert list(in_tmp.iterdir()) == [in_tmp / "job.yaml"]
+
+
+def test_render_error_keeps_an_existing_output_file(cli: CliRunner, in_tmp: Path) -> None:
+    (in_tmp / "job.yaml").write_text(BAD, encoding="utf-8")
+    (in_tmp / "job.sh").write_text("previous\n", encoding="utf-8")
+    assert cli("render", "job.yaml", "-o", "job.sh").code == 2
+    assert (in_tmp / "job.sh").read_text(encoding="utf-8") == "previous\n"
+
+
+def test_render_refuses_to_overwrite_the_spec(cli: CliRunner, in_tmp: Path) -> None:
+    (in_tmp / "job.yaml").write_text(GOOD, encoding="utf-8")
+    result = cli("render", "job.yaml", "-o", "./job.yaml")
+    assert result.err == "jobkit: -o job.yaml: is the job spec itself; choose another file\n"
+    assert result.code == 2
+    assert (in_tmp / "job.yaml").read_text(encoding="utf-8") == GOOD
+
+
+def test_render_into_a_missing_folder(cli: CliRunner, in_tmp: Path) -> None:
+    (in_tmp / "job.yaml").write_text(GOOD, encoding="utf-8")
+    result = cli("render", "job.yaml", "-o", "no/such/job.sh")
+    assert result.err == "jobkit: -o no/such/job.sh: cannot write: No such file or directory\n"
+    assert result.code == 2
+
+
+def test_show_command(cli: CliRunner, in_tmp: Path) -> None:
+    (in_tmp / "job.yaml").write_text(GOOD, encoding="utf-8")
+    result = cli("render", "job.yaml", "--show-command", "-o", "my job.sh")
+    assert result.err == "sbatch --parsable '--comment=jobkit:<token>' 'my job.sh'\n"
+    result = cli("render", "job.yaml", "--show-command", "--backend", "local")
+    assert result.err == "bash SCRIPT\n"
+    assert result.out.startswith("#!")
+
+
+def test_submitit_has_no_script(cli: CliRunner) -> None:
+    result = cli("render", str(ROOT / "examples" / "submitit.yaml"))
+    assert result.code == 2
+    assert result.out == ""
+    assert result.err == (
+        "jobkit: backend submitit has no batch script to render: submitit pickles a Python call"
+        " and writes its own sbatch file at submit time (use --backend slurm to see jobkit's"
+        " script for the same job)\n"
+    )
+
+
+def test_usage_error_exits_2(cli: CliRunner) -> None:
+    result = cli("render")
+    assert result.code == 2
+    assert "Missing argument 'SPEC'" in result.err
+    assert cli("no-such-verb").code == 2
+
+
+def test_internal_error_is_one_line(
+    cli: CliRunner, in_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: SpecArgs) -> None:
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(SpecArgs, "load", broken)
+    result = cli("render", "job.yaml")
+    assert result.code == 70
+    assert result.out == ""
+    assert result.err == (
+        "jobkit: internal error: RuntimeError: boom second line"
+        " (rerun with JOBKIT_DEBUG=1 for the traceback)\n"
+    )
+    monkeypatch.setenv("JOBKIT_DEBUG", "1")
+    result = cli("render", "job.yaml")
+    assert result.code == 70
+    assert "Traceback (most recent call last)" in result.err
+    assert result.err.endswith("jobkit: internal error: RuntimeError: boom second line\n")
+
+
+def test_ctrl_c_exits_130_quietly(cli: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    def interrupted(self: SpecArgs) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SpecArgs, "load", interrupted)
+    result = cli("render", "job.yaml")
+    assert (result.code, result.out, result.err) == (130, "", "")
+
+
+def test_verb_exit_code_is_returned(
+    cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A verb may return an int: it becomes the exit code (e.g. submit --wait)."""
+    (tmp_path / "fake_verb_answer.py").write_text(
+        "import click\n\n\n@click.command()\ndef answer() -> int:\n    return 3\n", "utf-8"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(jobkit.cli.VERBS, "answer", "fake_verb_answer")
+    assert cli("answer").code == 3
+
+
+def test_a_missing_verb_module_does_not_break_the_others(
+    cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "fake_verb_broken.py").write_text("import no_such_module_here\n", "utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(jobkit.cli.VERBS, "gone", "jobkit.cli.no_such_verb_module")
+    monkeypatch.setitem(jobkit.cli.VERBS, "broken", "fake_verb_broken")
+    assert cli("--version").code == 0
+    help_text = cli("--help")
+    assert help_text.code == 0
+    assert "render" in help_text.out
+    assert "gone" not in help_text.out
+    assert re.search(
+        r"broken +\(unavailable: No module named 'no_such_module_here'\)", help_text.out
+    )
+    assert cli("gone").code == 2
+    result = cli("render", str(ROOT / "examples" / "quickstart.yaml"))
+    assert result.code == 0
+
+
+def test_version_imports_nothing_heavy() -> None:
+    code = (
+        "import sys\n"
+        "from jobkit.cli import run\n"
+        "assert run(['--version']) == 0\n"
+        "heavy = [m for m in ('pydantic', 'jinja2', 'yaml', 'torch') if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.splitlines()[-1] == ""
+
+
+def test_rendering_every_example_never_imports_torch(tmp_path: Path) -> None:
+    """The CLI must not import torch, not even transitively (render of every example)."""
+    code = (
+        "import sys, glob, json\n"
+        "from jobkit.cli import run\n"
+        "codes = {path: run(['render', path, '--show-command', '-o', sys.argv[1] + '/job.sh'])"
+        " for path in sorted(glob.glob('examples/*.yaml'))}\n"
+        "print(json.dumps(codes))\n"
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=True,
+    )
+    codes_line, torch_line = done.stdout.splitlines()[-2:]
+    codes = json.loads(codes_line)
+    assert len(codes) >= 8
+    assert codes == {path: 2 if "submitit" in path else 0 for path in codes}, done.stderr
+    assert torch_line == "[]"
+
+
+def test_output_through_a_symlink_keeps_the_link(cli: CliRunner, in_tmp: Path) -> None:
+    (in_tmp / "job.yaml").write_text(GOOD, encoding="utf-8")
+    (in_tmp / "real.sh").write_text("old\n", encoding="utf-8")
+    (in_tmp / "link.sh").symlink_to("real.sh")
+    assert cli("render", "job.yaml", "-o", "link.sh").code == 0
+    assert (in_tmp / "link.sh").is_symlink()
+    assert (in_tmp / "real.sh").read_text(encoding="utf-8").startswith("#!")
+
+
+def test_output_to_a_pipe_is_written_not_replaced(cli: CliRunner, in_tmp: Path) -> None:
+    """-o /dev/stdout or a FIFO: written in place; the special file itself stays."""
+    (in_tmp / "job.yaml").write_text(GOOD, encoding="utf-8")
+    fifo = in_tmp / "pipe"
+    os.mkfifo(fifo)
+    received: list[str] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text(encoding="utf-8")))
+    reader.start()
+    result = cli("render", "job.yaml", "-o", "pipe")
+    reader.join(timeout=30)
+    assert result.code == 0
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert received and received[0].startswith("#!")
