@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from jobkit.schema import JobSpec
 from jobkit.states import State
+
+if TYPE_CHECKING:  # the schema pulls in pydantic (~0.1 s): not needed to poll or cancel
+    from jobkit.schema import JobSpec
 
 
 @dataclass(frozen=True)
