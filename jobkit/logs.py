@@ -21,6 +21,8 @@ _CHUNK = 1 << 20
 """Bytes read per call while following."""
 _TAIL_BLOCK = 1 << 16
 """Bytes read per step when scanning backwards from the end of a file."""
+_BATCH_LINES = 4096
+"""Lines per batch at most (bounded memory when a large file is read in one pass)."""
 _MAX_PARTIAL = 1 << 20
 """A line without a newline longer than this is printed as it is (bounded memory)."""
 
@@ -141,18 +143,25 @@ class _OpenFile:
         yield from self._flush_partial()
 
 
-def follow(
+def _batched(lines: Iterator[LogLine]) -> Iterator[list[LogLine]]:
+    batch: list[LogLine] = []
+    for line in lines:
+        batch.append(line)
+        if len(batch) >= _BATCH_LINES:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def follow_batches(
     sources: Sequence[LogSource],
     is_done: Callable[[], bool],
     *,
     timing: FollowTiming | None = None,
     use_inotify: bool = True,
-) -> Iterator[LogLine]:
-    """Lines of `sources` as they are written, until the job is done and the files drained.
-
-    Lines of one file keep their order; lines of several files interleave as they are read.
-    Only complete lines are given until the end, when an unfinished last line is given too.
-    """
+) -> Iterator[list[LogLine]]:
+    """Like `follow`, one list per read pass: print it, then flush once."""
     timing = timing or FollowTiming()
     files = [_OpenFile(source) for source in sources]
     folders = sorted({os.path.dirname(os.path.abspath(f.path)) for f in files})
@@ -163,16 +172,13 @@ def follow(
         next_done_check = time.monotonic()  # a job that is already over is not waited for
         while True:
             got_lines = False
-            for open_file in files:
-                for line in open_file.read_new():
-                    got_lines = True
-                    yield line
-            now = time.monotonic()
-            if now >= next_done_check:
+            for batch in _batched(line for f in files for line in f.read_new()):
+                got_lines = True
+                yield batch
+            if time.monotonic() >= next_done_check:
                 if is_done():
                     # Final state seen: read every file to its end once more, then stop.
-                    for open_file in files:
-                        yield from open_file.finish()
+                    yield from _batched(line for f in files for line in f.finish())
                     return
                 next_done_check = time.monotonic() + timing.done_interval_s
             if event_driven:
@@ -186,6 +192,24 @@ def follow(
         watcher.close()
         for open_file in files:
             open_file.close()
+
+
+def follow(
+    sources: Sequence[LogSource],
+    is_done: Callable[[], bool],
+    *,
+    timing: FollowTiming | None = None,
+    use_inotify: bool = True,
+) -> Iterator[LogLine]:
+    """Lines of `sources` as they are written, until the job is done and the files drained.
+
+    Lines of one file keep their order; lines of several files interleave as they are read.
+    Only complete lines are given until the end, when an unfinished last line is given too.
+    `is_done` is asked at once, then every `timing.done_interval_s`; once it says yes, every
+    file is read to its end and following stops.
+    """
+    for batch in follow_batches(sources, is_done, timing=timing, use_inotify=use_inotify):
+        yield from batch
 
 
 def read_all(sources: Sequence[LogSource]) -> Iterator[LogLine]:

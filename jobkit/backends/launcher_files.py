@@ -9,6 +9,7 @@ and these two files, `observe()` tells the job's state without asking anyone.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -17,12 +18,11 @@ from pathlib import Path
 
 from jobkit.backends import processes
 from jobkit.backends.base import Observation, TrackedJob
+from jobkit.backends.exit_file import read_exit_file
 from jobkit.errors import SchedulerError
 from jobkit.schema import JobSpec
 from jobkit.states import State
 
-EXIT_FILE = "exit_code"
-"""In the run folder: the launcher's exit code, written by the launcher itself."""
 CANCELLED_FILE = "cancelled"
 """In jobkit's job folder: written by `jobkit cancel` before it signals the launcher."""
 _STOP_SIGNALS = {129: "SIGHUP", 130: "SIGINT", 143: "SIGTERM"}
@@ -106,18 +106,6 @@ def launch_detached(
     return Launched(pid=pid, pgid=pgid, start_time=info.start_time if info else "")
 
 
-def read_exit_code(run_dir: Path) -> int | None:
-    """The launcher's exit code from its exit file, or None when it has not written one."""
-    try:
-        text = (run_dir / EXIT_FILE).read_text().strip()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    try:
-        return int(text.split()[0])
-    except (ValueError, IndexError):
-        return None
-
-
 def mark_cancelled(job_dir: Path) -> None:
     """Leave the `cancelled` file in jobkit's job folder (before any signal is sent)."""
     job_dir.mkdir(parents=True, exist_ok=True)
@@ -136,8 +124,7 @@ def observe(job: TrackedJob) -> Observation:
     """The state of a local or ssh job from its launcher process and files."""
     if launcher_alive(job):
         return Observation(State.RUNNING, "running", "pidfile")
-    run_dir = Path(job.extra.get("run_dir", ""))
-    code = read_exit_code(run_dir) if job.extra.get("run_dir") else None
+    code = read_exit_file(job.extra.get("run_dir"))
     cancelled = (job.job_dir / CANCELLED_FILE).exists()
     if code is None:
         if cancelled:
@@ -170,27 +157,32 @@ def observe(job: TrackedJob) -> Observation:
 def stop_launchers(jobs: Sequence[TrackedJob], grace_s: float) -> list[TrackedJob]:
     """Stop the launchers of `jobs` and everything they started on this machine.
 
-    SIGTERM to each launcher's process group (its TERM trap stops what it started, remote
-    processes included), SIGKILL after `grace_s`, also to descendants that had left the
-    group. Returns the jobs whose launcher was still running (now marked cancelled).
+    SIGTERM to each launcher (its trap stops what it started, remote hosts included), then
+    SIGKILL after `grace_s` to whatever is left: the launcher's group, its descendants
+    (found before the signal, those in groups of their own included) and any process whose
+    environment carries the job's JOBKIT_JOB_ID. Returns the jobs whose launcher was still
+    running (now marked cancelled).
     """
     running: list[TrackedJob] = []
     pgids: list[int] = []
     known: list[processes.ProcInfo] = []
     for job in jobs:
         pgid = job.extra.get("pgid", "")
-        if not pgid.isdigit():
-            continue
         alive = launcher_alive(job)
-        members = processes.group_members(int(pgid))
-        if not alive and not members:
+        members = processes.group_members(int(pgid)) if pgid.isdigit() else []
+        strays = processes.with_environment("JOBKIT_JOB_ID", job.jobkit_id)
+        if not alive and not members and not strays:
             continue
         if alive:
             mark_cancelled(job.job_dir)
             running.append(job)
             known.extend(processes.descendants(int(job.extra["pid"])))
-        pgids.append(int(pgid))
-        known.extend(members)
-    if pgids:
+        else:
+            # No launcher left to stop them in order: ask them directly.
+            processes.signal_processes(strays, signal.SIGTERM)
+        if pgid.isdigit():
+            pgids.append(int(pgid))
+        known.extend(members + strays)
+    if pgids or known:
         processes.stop_groups(pgids, known, grace_s)
     return running

@@ -11,8 +11,10 @@ from collections.abc import Sequence
 from jobkit.backends import launcher_files
 from jobkit.backends.base import Observation, SubmitRequest, Submitted, TrackedJob
 
-DEFAULT_GRACE_S = 15.0
-"""Seconds between SIGTERM and SIGKILL on cancel (time for a checkpoint to be written)."""
+DEFAULT_GRACE_S = 75.0
+"""Seconds between SIGTERM to the launcher and SIGKILL to what is left: more than the
+launcher's own grace for stopping torchrun in order (JOBKIT_STOP_GRACE_S, 60 s), so workers
+can write their checkpoint. Cancel returns as soon as everything has stopped."""
 
 
 class LocalBackend:

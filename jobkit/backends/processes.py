@@ -99,12 +99,31 @@ def descendants(pid: int) -> list[ProcInfo]:
     return [p for p in found.values() if p.alive]
 
 
+def with_environment(name: str, value: str) -> list[ProcInfo]:
+    """Live processes (of those this user may read) whose environment has name=value."""
+    wanted = f"{name}={value}".encode()
+    found = []
+    for entry in os.listdir(_PROC):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            environ = (_PROC / entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if wanted in environ.split(b"\0"):
+            info = proc_info(int(entry))
+            if info is not None and info.alive:
+                found.append(info)
+    return found
+
+
 def _signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
 
 
-def _signal_known(procs: Iterable[ProcInfo], sig: int) -> None:
+def signal_processes(procs: Iterable[ProcInfo], sig: int) -> None:
+    """Send `sig` to each of `procs` that is still the same process (start time checked)."""
     for proc in procs:
         if is_same_process(proc.pid, proc.start_time):
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -138,7 +157,7 @@ def stop_groups(pgids: Iterable[int], known: Iterable[ProcInfo], grace_s: float)
         delay = min(delay * 2, 0.25)
     for pgid in groups:
         _signal_group(pgid, signal.SIGKILL)
-    _signal_known(procs, signal.SIGKILL)
+    signal_processes(procs, signal.SIGKILL)
     deadline = time.monotonic() + 5.0
     while time.monotonic() < deadline:
         if not _left(groups, procs):

@@ -1,0 +1,188 @@
+"""The ssh backend: the launcher runs on this machine and starts one torchrun per host by ssh.
+
+Submit and poll are the local backend's (one detached launcher, its pid and exit-code file).
+Cancel stops the launcher, whose TERM trap stops the remote process groups, then checks
+every host over ssh and stops whatever of the job is still running there: the process
+group named in the host's pgid file (`pgid_file`) and any process whose environment holds
+this job's JOBKIT_JOB_ID (it covers a launcher that died before it could clean up).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from jobkit.backends import launcher_files
+from jobkit.backends.base import Observation, SubmitRequest, Submitted, TrackedJob
+from jobkit.errors import SchedulerError
+from jobkit.schema import Ssh
+
+DEFAULT_GRACE_S = 75.0
+"""Seconds between SIGTERM to the launcher and SIGKILL: more than the launcher's own grace
+(JOBKIT_STOP_GRACE_S, 60 s) for stopping the hosts in order. Cancel returns as soon as
+everything has stopped."""
+REMOTE_GRACE_S = 10.0
+"""Seconds between SIGTERM and SIGKILL for what is still left on a host after that."""
+SSH_SLACK_S = 30.0
+"""Time allowed for an ssh connection on top of the remote grace period."""
+
+# Run on each host by `sh -c SCRIPT jobkit-cleanup PGID_FILE JOB_ID GRACE_S`.
+# Prints "clean", "stopped" or "left: PIDS" (exit 3). Zombies count as gone.
+_REMOTE_CLEANUP = r"""
+pgid_file=$1 job_id=$2 grace=$3
+pg=
+if [ -r "$pgid_file" ]; then pg=$(cat "$pgid_file"); fi
+case $pg in *[!0-9]*) pg= ;; esac
+members() {
+  {
+    if [ -n "$pg" ]; then
+      ps -eo pid=,pgid=,stat= | awk -v g="$pg" '$2 == g && $3 !~ /^Z/ { print $1 }'
+    fi
+    grep -lzxF "JOBKIT_JOB_ID=$job_id" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3
+  } | sort -un | while read -r p; do
+    [ "$p" = "$$" ] && continue
+    state=$(ps -o stat= -p "$p" 2>/dev/null) || continue
+    case $state in Z*) continue ;; esac
+    echo "$p"
+  done
+}
+left=$(members)
+if [ -z "$left" ]; then echo clean; exit 0; fi
+kill -TERM $left 2>/dev/null
+i=0
+while [ -n "$(members)" ] && [ "$i" -lt "$((grace * 10))" ]; do sleep 0.1; i=$((i + 1)); done
+left=$(members)
+if [ -n "$left" ]; then kill -KILL $left 2>/dev/null; sleep 0.3; fi
+left=$(members)
+if [ -n "$left" ]; then echo "left:" $left; exit 3; fi
+echo stopped
+"""
+
+
+def pgid_file(job_id: str, node: int) -> str:
+    """Where host `node` keeps its torchrun's process-group id (templates/common/nodes.sh.j2,
+    jobkit_pgid_file): on that host, outside the run folder, which may not be shared."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", job_id)
+    return f"/tmp/jobkit-{safe}-node-{node}.pgid"
+
+
+def ssh_command(ssh: Ssh) -> list[str]:
+    """`ssh` and its options for every host (the user's -o options first: ssh keeps the
+    first value it gets for each option)."""
+    argv = ["ssh"]
+    for option in ssh.options:
+        argv += ["-o", option]
+    argv += ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
+    if ssh.port is not None:
+        argv += ["-p", str(ssh.port)]
+    if ssh.user:
+        argv += ["-l", ssh.user]
+    if ssh.identity_file:
+        argv += ["-i", ssh.identity_file]
+    return argv
+
+
+@dataclass(frozen=True)
+class HostCheck:
+    """What the clean-up on one host found."""
+
+    host: str
+    argv: list[str]
+    returncode: int | None
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing of the job is left on the host."""
+        return self.returncode == 0
+
+
+def clean_hosts(job: TrackedJob, grace_s: float) -> list[HostCheck]:
+    """Stop what is left of `job` on each of its hosts (in parallel), and say what was found."""
+    hosts: list[str] = json.loads(job.extra.get("hosts", "[]"))
+    ssh_argv: list[str] = json.loads(job.extra.get("ssh", '["ssh"]'))
+    started = []
+    for index, host in enumerate(hosts):
+        remote = ["sh", "-c", _REMOTE_CLEANUP, "jobkit-cleanup", pgid_file(job.jobkit_id, index)]
+        remote.append(job.jobkit_id)
+        remote.append(str(max(1, round(grace_s))))
+        argv = [*ssh_argv, host, shlex.join(remote)]
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        started.append((host, argv, proc))
+    checks = []
+    for host, argv, proc in started:
+        try:
+            out, err = proc.communicate(timeout=grace_s + SSH_SLACK_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        checks.append(HostCheck(host, argv, proc.returncode, out.strip(), err.strip()))
+    return checks
+
+
+class SshBackend:
+    """Runs the launcher here, detached; it reaches the hosts in `ssh.hosts` over ssh."""
+
+    name = "ssh"
+
+    def __init__(
+        self, grace_s: float = DEFAULT_GRACE_S, remote_grace_s: float = REMOTE_GRACE_S
+    ) -> None:
+        self.grace_s = grace_s
+        self.remote_grace_s = remote_grace_s
+
+    def submit_argv(self, request: SubmitRequest) -> list[str]:
+        """`bash <script>`, run detached here (the script runs ssh for each host)."""
+        return ["bash", str(request.script_path)]
+
+    def submit(self, request: SubmitRequest) -> Submitted:
+        """Start the launcher; keep its pid and what cancel needs to reach the hosts."""
+        argv = self.submit_argv(request)
+        files = launcher_files.job_files(request.spec, request.jobkit_id, request.workdir)
+        launched = launcher_files.launch_detached(
+            argv,
+            cwd=request.workdir,
+            files=files,
+            env={"JOBKIT_JOB_ID": request.jobkit_id},
+        )
+        extra = {
+            **launched.as_extra(),
+            "run_dir": str(files.run_dir),
+            "hosts": json.dumps(list(request.spec.ssh.hosts)),
+            "ssh": json.dumps(ssh_command(request.spec.ssh)),
+        }
+        return Submitted(
+            scheduler_id=request.jobkit_id,
+            argv=argv,
+            log_paths=files.as_log_paths(),
+            extra=extra,
+        )
+
+    def poll(self, jobs: Sequence[TrackedJob]) -> dict[str, Observation]:
+        """Each job's state from its launcher process and exit-code file (no ssh needed)."""
+        return {job.scheduler_id: launcher_files.observe(job) for job in jobs}
+
+    def cancel(self, jobs: Sequence[TrackedJob]) -> None:
+        """Stop the launchers, then make sure nothing of the jobs is left on any host."""
+        launcher_files.stop_launchers(jobs, self.grace_s)
+        for job in jobs:
+            for check in clean_hosts(job, self.remote_grace_s):
+                if not check.ok:
+                    raise SchedulerError(
+                        [*check.argv[:-1], "<clean-up script>"],
+                        check.returncode,
+                        check.stdout,
+                        check.stderr,
+                        reason=f"could not make sure job {job.jobkit_id} stopped on {check.host}",
+                    )

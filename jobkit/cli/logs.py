@@ -1,0 +1,155 @@
+"""`jobkit logs ID [-f] [--rank N | --all-ranks] [--stderr] [--tail N] [--last]`.
+
+Without -f: prints what the files hold now (or their last N lines) and exits 0.
+With -f: prints as lines are written until the job is final and the files are drained,
+then exits like `jobkit submit --wait`: 0 when the job succeeded, else its exit code
+(128+signal without one, 1 without either).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from dataclasses import replace
+
+import click
+
+from jobkit.errors import JobkitError, UsageError
+from jobkit.logs import (
+    FollowTiming,
+    LogLine,
+    LogSource,
+    follow_batches,
+    read_all,
+    tail,
+    tail_offset,
+)
+from jobkit.states import State
+from jobkit.store import SUBMITTING, JobRecord, Store
+
+CHEAP_POLL_BACKENDS = ("local", "ssh")
+"""Backends whose poll reads local files only: asked about the job every 0.5 s."""
+CHEAP_POLL_S = 0.5
+SCHEDULER_POLL_S = 3.0
+"""Other backends (one squeue/qstat per poll): asked every 3 s while following."""
+
+
+@click.command()
+@click.argument("job_id", required=False, metavar="ID")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
+@click.option(
+    "--rank", type=click.IntRange(min=0), metavar="N", help="One rank's file (see docs/logs.md)."
+)
+@click.option("--all-ranks", is_flag=True, help="Every rank's (or node's) file, prefixed.")
+@click.option("--stderr", "show_stderr", is_flag=True, help="The job's .err instead of .out.")
+@click.option("--tail", "tail_n", type=click.IntRange(min=0), metavar="N", help="Last N lines.")
+@click.option("--last", is_flag=True, help="The newest job.")
+def logs(
+    job_id: str | None,
+    follow: bool,
+    rank: int | None,
+    all_ranks: bool,
+    show_stderr: bool,
+    tail_n: int | None,
+    last: bool,
+) -> int:
+    """Print a job's output: its .out (or --stderr .err), or per-rank files from its run folder.
+
+    ID is a jobkit id (or a unique prefix of one) or the scheduler's id; an array task is
+    named like 123_4. With --all-ranks every line is prefixed with [rank N] or [node N].
+    """
+    from jobkit.logfiles import select_files
+
+    if (job_id is None) == (not last):
+        raise UsageError("give a job ID or --last (not both)")
+    with Store() as store:
+        record, task = _resolve(store, job_id)
+        if record.state == SUBMITTING or not record.log_paths:
+            raise JobkitError(f"job {record.jobkit_id} has no log files yet (still submitting)")
+        if record.is_array and task is None:
+            example = f"{record.scheduler_id}_0" if record.scheduler_id else "ID_0"
+            raise UsageError(f"job {record.jobkit_id} is an array: name one task, e.g. {example}")
+        selection = select_files(
+            record.log_paths_for(task),
+            record.spec,
+            record.extra,
+            rank=rank,
+            all_ranks=all_ranks,
+            stderr=show_stderr,
+        )
+        if selection.note:
+            click.echo(f"jobkit: {selection.note}", err=True)
+        if follow:
+            return _follow(store, record, selection.sources, tail_n)
+        return _print_now(store, record, selection.sources, tail_n)
+
+
+def _resolve(store: Store, job_id: str | None) -> tuple[JobRecord, str | None]:
+    from jobkit.ids import UnknownJobError, resolve_job_task
+
+    if job_id is None:
+        newest = store.newest()
+        if newest is None:
+            raise UnknownJobError("--last: no tracked jobs yet")
+        return newest, None
+    return resolve_job_task(store, job_id)
+
+
+def _write(lines: Iterable[LogLine]) -> None:
+    out = sys.stdout
+    for line in lines:
+        out.write(line.render() + "\n")
+    out.flush()
+
+
+def _print_now(
+    store: Store, record: JobRecord, sources: list[LogSource], tail_n: int | None
+) -> int:
+    """Print what exists now; a missing file is named on stderr."""
+    present = [s for s in sources if s.path.exists()]
+    missing = [s for s in sources if not s.path.exists()]
+    if tail_n is not None:
+        for source in present:
+            _write(LogLine(source.label, text) for text in tail(source.path, tail_n))
+    else:
+        _write(read_all(present))
+    if missing:
+        from jobkit.tracking import refresh
+
+        record = refresh(store, [record]).records[0]
+        names = ", ".join(str(s.path) for s in missing)
+        if not present and record.is_final:
+            raise JobkitError(f"job {record.jobkit_id} ended ({record.state}) without {names}")
+        click.echo(f"jobkit: no output yet: {names} (job is {record.state})", err=True)
+    return 0
+
+
+def _follow(store: Store, record: JobRecord, sources: list[LogSource], tail_n: int | None) -> int:
+    """Print lines as they come until the job is final and every file is drained."""
+    from jobkit.tracking import exit_status_for, refresh
+
+    if tail_n is not None:
+        sources = [replace(s, start=tail_offset(s.path, tail_n)) for s in sources]
+    current = record
+    warned: set[str] = set()
+
+    def is_done() -> bool:
+        nonlocal current
+        result = refresh(store, [current])
+        current = result.records[0]
+        for failure in result.failures:
+            if failure.backend not in warned:
+                warned.add(failure.backend)
+                click.echo(f"jobkit: {failure.warning()}", err=True)
+        return current.is_final or current.state == State.UNKNOWN.value
+
+    interval = CHEAP_POLL_S if record.backend in CHEAP_POLL_BACKENDS else SCHEDULER_POLL_S
+    timing = FollowTiming(done_interval_s=interval)
+    for batch in follow_batches(sources, is_done, timing=timing):
+        _write(batch)
+    code = exit_status_for(current) if current.is_final else 1
+    if code != 0:
+        how = f" (exit {current.exit_code})" if current.exit_code is not None else ""
+        reason = f": {current.reason}" if current.reason else ""
+        click.echo(f"jobkit: job {current.jobkit_id} ended {current.state}{how}{reason}", err=True)
+    return code

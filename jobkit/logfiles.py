@@ -1,0 +1,149 @@
+"""Which files `jobkit logs` shows for a job: its .out/.err, one rank's file, or every rank's.
+
+Per-rank output lives in the job's run folder, in one of three kinds of file:
+  rank-R.out   one file per process, when the launcher starts one task per process
+               (launcher srun or mpirun)
+  rank-R.log   the bundled trainer's own log of rank R (run.train)
+  node-N.out   one file per node when one torchrun per node starts its processes: it holds
+               the output of ranks N*P .. N*P+P-1 (P processes per node)
+The kind the spec predicts is tried first (srun/mpirun: rank-R.out; the bundled trainer:
+rank-R.log; else node-N.out), then the others in that order; the first kind with a file
+that exists wins. When none exists yet (a queued job), the predicted kind is followed.
+A backend with its own naming puts a pattern in the job's extra: `rank_file` with `{rank}`
+(submitit: `<run dir>/<id>_{rank}_log.out`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jobkit.errors import JobkitError, UsageError
+from jobkit.logs import LogSource
+
+RANK_OUT = "rank-{n}.out"
+RANK_LOG = "rank-{n}.log"
+NODE_OUT = "node-{n}.out"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What the spec says about a job's processes."""
+
+    nodes: int
+    procs_per_node: int
+    launcher: str
+    bundled_trainer: bool
+
+    @property
+    def world_size(self) -> int:
+        """Number of ranks."""
+        return self.nodes * self.procs_per_node
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any]) -> Layout:
+        """From the spec as stored in the registry (a dict); missing keys take defaults."""
+        resources = spec.get("resources") or {}
+        launch = spec.get("launch") or {}
+        run = spec.get("run") or {}
+        nproc = launch.get("nproc_per_node", "auto")
+        procs = int(nproc) if nproc != "auto" else int(resources.get("gpus_per_node") or 1)
+        return cls(
+            nodes=int(resources.get("nodes") or 1),
+            procs_per_node=max(procs, 1),
+            launcher=str(launch.get("launcher") or "torchrun"),
+            bundled_trainer=bool(run.get("train")),
+        )
+
+    def kinds(self) -> list[str]:
+        """Per-rank file kinds, the one this spec predicts first."""
+        if self.launcher in ("srun", "mpirun"):
+            return [RANK_OUT, RANK_LOG, NODE_OUT]
+        if self.bundled_trainer:
+            return [RANK_LOG, RANK_OUT, NODE_OUT]
+        return [NODE_OUT, RANK_OUT, RANK_LOG]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The files to show, and a note for stderr when the choice needs explaining."""
+
+    sources: list[LogSource]
+    note: str | None = None
+
+
+def _path(run_dir: Path, kind: str, n: int) -> Path:
+    return run_dir / kind.format(n=n)
+
+
+def _first_kind(run_dir: Path, layout: Layout, count: dict[str, int]) -> str:
+    """The first kind (in the layout's order) with at least one existing file."""
+    for kind in layout.kinds():
+        if any(_path(run_dir, kind, n).exists() for n in range(count[kind])):
+            return kind
+    return layout.kinds()[0]
+
+
+def select_files(
+    log_paths: Mapping[str, str],
+    spec: Mapping[str, Any],
+    extra: Mapping[str, Any],
+    *,
+    rank: int | None = None,
+    all_ranks: bool = False,
+    stderr: bool = False,
+) -> Selection:
+    """The files `jobkit logs` shows for these options (see the module docstring)."""
+    if rank is not None and all_ranks:
+        raise UsageError("give --rank N or --all-ranks, not both")
+    if stderr and (rank is not None or all_ranks):
+        raise UsageError("--stderr shows the job's .err file; per-rank files have none")
+    if rank is None and not all_ranks:
+        key = "err" if stderr else "out"
+        if not log_paths.get(key):
+            raise JobkitError(f"no {key} log path is recorded for this job")
+        return Selection([LogSource(Path(log_paths[key]))])
+    if not log_paths.get("run_dir"):
+        raise JobkitError("no run folder is recorded for this job (per-rank files live there)")
+    run_dir = Path(log_paths["run_dir"])
+    layout = Layout.from_spec(spec)
+    pattern = extra.get("rank_file")
+    if rank is not None and not 0 <= rank < layout.world_size:
+        raise UsageError(
+            f"--rank {rank}: the job has {layout.world_size} rank(s), 0-{layout.world_size - 1}"
+        )
+    if pattern:
+        ranks = [rank] if rank is not None else list(range(layout.world_size))
+        return Selection(
+            [
+                LogSource(Path(str(pattern).format(rank=r)), _label("rank", r, all_ranks))
+                for r in ranks
+            ]
+        )
+    if rank is not None:
+        node = rank // layout.procs_per_node
+        paths = {
+            RANK_OUT: _path(run_dir, RANK_OUT, rank),
+            RANK_LOG: _path(run_dir, RANK_LOG, rank),
+            NODE_OUT: _path(run_dir, NODE_OUT, node),
+        }
+        kinds = layout.kinds()
+        kind = next((k for k in kinds if paths[k].exists()), kinds[0])
+        note = None
+        if kind == NODE_OUT and layout.procs_per_node > 1:
+            first = node * layout.procs_per_node
+            last = first + layout.procs_per_node - 1
+            note = f"rank {rank} has no file of its own; node-{node}.out holds ranks {first}-{last}"
+        return Selection([LogSource(paths[kind])], note)
+    count = {RANK_OUT: layout.world_size, RANK_LOG: layout.world_size, NODE_OUT: layout.nodes}
+    kind = _first_kind(run_dir, layout, count)
+    word = "node" if kind == NODE_OUT else "rank"
+    return Selection(
+        [LogSource(_path(run_dir, kind, n), f"{word} {n}") for n in range(count[kind])]
+    )
+
+
+def _label(word: str, n: int, labelled: bool) -> str | None:
+    return f"{word} {n}" if labelled else None
