@@ -1,0 +1,105 @@
+"""Real local jobs end to end: `jobkit submit` renders templates/ssh, runs torchrun here;
+`jobkit logs -f` follows them, `jobkit status` tracks them, `jobkit cancel` stops them."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from jobkit.backends import processes
+from tests.backends.cli import Jobkit
+
+# Each process prints 4 lines, one every 0.3 s, then exits with EXIT.
+PRINTER = (
+    "import os, sys, time\n"
+    "for i in range(4):\n"
+    "    print('rank', os.environ['RANK'], 'line', i, flush=True)\n"
+    "    time.sleep(0.3)\n"
+    "sys.exit(int(os.environ.get('EXIT', '0')))\n"
+)
+
+
+@pytest.fixture
+def jobkit(tmp_path: Path) -> Jobkit:
+    workdir = tmp_path / "work dir"  # a space: paths must survive quoting
+    workdir.mkdir()
+    (workdir / "printer.py").write_text(PRINTER)
+    return Jobkit(workdir=workdir, home=tmp_path / "home")
+
+
+def write_spec(jobkit: Jobkit, name: str, command: list[str], exit_code: int = 0) -> str:
+    spec = {
+        "name": name,
+        "backend": "local",
+        "launch": {"nproc_per_node": 2},
+        "env": {"vars": {"EXIT": exit_code}},
+        "run": {"command": command},
+    }
+    path = jobkit.workdir / f"{name}.yaml"
+    path.write_text(json.dumps(spec))  # JSON is YAML
+    return path.name
+
+
+def test_a_job_is_followed_to_its_end_and_logs_exits_like_the_job(jobkit: Jobkit) -> None:
+    job = jobkit.submit(write_spec(jobkit, "printer", ["python3", "printer.py"]))
+    follower = jobkit.run("logs", job["jobkit_id"], "-f", timeout=120)
+    assert follower.returncode == 0, follower.stderr
+    lines = follower.stdout.splitlines()
+    assert lines[0].startswith(f"jobkit: job {job['jobkit_id']} (printer)")
+    assert lines[-1] == "jobkit: finished with exit code 0"
+    state = jobkit.status(job["jobkit_id"])
+    assert (state["state"], state["exit_code"]) == ("SUCCEEDED", 0)
+    # Per-rank output: one torchrun per node, so the node file, prefixed.
+    merged = jobkit.run("logs", job["jobkit_id"], "--all-ranks")
+    assert merged.returncode == 0, merged.stderr
+    for rank in (0, 1):
+        mine = [ln for ln in merged.stdout.splitlines() if ln.startswith(f"[node 0] rank {rank}")]
+        assert mine == [f"[node 0] rank {rank} line {i}" for i in range(4)]
+    one = jobkit.run("logs", job["jobkit_id"], "--rank", "1", "--tail", "2")
+    assert "node-0.out holds ranks 0-1" in one.stderr
+    assert len(one.stdout.splitlines()) == 2
+    by_prefix = jobkit.run("logs", job["jobkit_id"][:5], "--stderr")
+    assert by_prefix.returncode == 0, by_prefix.stderr
+
+
+def test_following_a_failing_job_exits_with_its_code(jobkit: Jobkit) -> None:
+    job = jobkit.submit(write_spec(jobkit, "fails", ["python3", "printer.py"], exit_code=3))
+    follower = jobkit.run("logs", job["jobkit_id"], "-f", "--all-ranks", timeout=120)
+    state = jobkit.status(job["jobkit_id"])
+    assert state["state"] == "FAILED"
+    assert follower.returncode == state["exit_code"] != 0  # torchrun reports 1 for a failed worker
+    assert f"ended FAILED (exit {state['exit_code']})" in follower.stderr
+    printed = follower.stdout.splitlines()  # torchrun's own messages are in the node file too
+    for rank in (0, 1):
+        assert [ln for ln in printed if ln.startswith(f"[node 0] rank {rank}")] == [
+            f"[node 0] rank {rank} line {i}" for i in range(4)
+        ]
+
+
+def test_cancel_stops_every_process_and_the_follower_returns(jobkit: Jobkit) -> None:
+    sleeper = ["python3", "-c", "import time; print('up', flush=True); time.sleep(600)"]
+    job = jobkit.submit(write_spec(jobkit, "sleeper", sleeper))
+    job_id = job["jobkit_id"]
+    follower = jobkit.start("logs", job_id, "-f", "--all-ranks")
+    node_out = Path(job["log_paths"]["run_dir"]) / "node-0.out"
+    deadline = time.monotonic() + 60
+    while node_out.read_text().count("up") < 2 if node_out.exists() else True:
+        assert time.monotonic() < deadline, "the job did not start"
+        time.sleep(0.1)
+    running = processes.with_environment("JOBKIT_JOB_ID", job_id)
+    assert len(running) >= 4  # launcher, its runner, torchrun, 2 workers
+    done = jobkit.run("cancel", job_id)
+    assert done.returncode == 0, done.stderr
+    assert processes.with_environment("JOBKIT_JOB_ID", job_id) == []
+    assert processes.group_members(int(job["extra"]["pgid"])) == []
+    out, err = follower.communicate(timeout=60)
+    assert out.splitlines().count("[node 0] up") == 2
+    state = jobkit.status(job_id)
+    assert state["state"] == "CANCELLED"
+    # The launcher's code: 143 (its SIGTERM) or torchrun's own when that stopped first.
+    assert state["exit_code"] in (1, 143)
+    assert follower.returncode == state["exit_code"], err
+    assert "ended CANCELLED" in err
