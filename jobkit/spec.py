@@ -104,8 +104,9 @@ def load_spec(
     job_path = Path(path)
     doc = load_yaml_file(job_path, str(path))
     job = Layer(doc.data, Location(doc.file), dict(doc.lines))
-    _refuse_profile_only_keys(job)
     top = [parse_set(item) for item in sets]
+    for layer in (job, *top):
+        _refuse_profile_only_keys(layer)
     if backend is not None:
         top.append(Layer({"backend": backend}, Location(f"--backend {backend}")))
     if profile is not None:
@@ -275,7 +276,8 @@ def _rank(
             if layers[index].has(sub):
                 where = layers[index].location(path)
                 return index, where.line or math.inf, where
-    return layers.index(job), math.inf, job.where
+    job_index = next(index for index, layer in enumerate(layers) if layer is job)
+    return job_index, math.inf, job.where
 
 
 def _key_text(problem: Problem) -> str | None:

@@ -411,6 +411,13 @@ CASES: list[tuple[str, str, tuple[str, ...], str]] = [
         "job.yaml:2: template_dir: only a site profile may set this (use --template-dir)",
     ),
     (
+        "template-dir-set",
+        "name: demo\n" + OK_RUN,
+        ("--set", "template_dir=mine"),
+        "--set template_dir=mine: template_dir: only a site profile may set this (use"
+        " --template-dir)",
+    ),
+    (
         "first-error-by-line",
         spec("""
             name: demo
