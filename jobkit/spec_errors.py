@@ -73,7 +73,8 @@ def problems(
 ) -> list[Problem]:
     """One Problem per key path, in pydantic's order (union branches merged into one)."""
     grouped: dict[KeyPath, list[dict[str, Any]]] = {}
-    for detail in err.errors(include_url=False):
+    for error in err.errors(include_url=False):
+        detail = dict(error)
         grouped.setdefault(_data_path(detail, data), []).append(detail)
     found = []
     for path, details in grouped.items():
