@@ -31,7 +31,8 @@ SSH_SLACK_S = 30.0
 """Time allowed for an ssh connection on top of the remote grace period."""
 
 # Run on each host by `sh -c SCRIPT jobkit-cleanup PGID_FILE JOB_ID GRACE_S`.
-# Prints "clean", "stopped" or "left: PIDS" (exit 3). Zombies count as gone.
+# Prints "clean", "stopped" or "left: PIDS" (exit 3); removes the pgid file once nothing is
+# left. Zombies count as gone.
 _REMOTE_CLEANUP = r"""
 pgid_file=$1 job_id=$2 grace=$3
 pg=
@@ -51,7 +52,7 @@ members() {
   done
 }
 left=$(members)
-if [ -z "$left" ]; then echo clean; exit 0; fi
+if [ -z "$left" ]; then rm -f -- "$pgid_file"; echo clean; exit 0; fi
 kill -TERM $left 2>/dev/null
 i=0
 while [ -n "$(members)" ] && [ "$i" -lt "$((grace * 10))" ]; do sleep 0.1; i=$((i + 1)); done
@@ -59,6 +60,7 @@ left=$(members)
 if [ -n "$left" ]; then kill -KILL $left 2>/dev/null; sleep 0.3; fi
 left=$(members)
 if [ -n "$left" ]; then echo "left:" $left; exit 3; fi
+rm -f -- "$pgid_file"
 echo stopped
 """
 
