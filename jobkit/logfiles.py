@@ -118,7 +118,9 @@ def select_files(
         ranks = [rank] if rank is not None else list(range(layout.world_size))
         return Selection(
             [
-                LogSource(Path(str(pattern).format(rank=r)), _label("rank", r, all_ranks))
+                LogSource(
+                    Path(str(pattern).replace("{rank}", str(r))), _label("rank", r, all_ranks)
+                )
                 for r in ranks
             ]
         )
