@@ -1,0 +1,101 @@
+"""Which files `jobkit logs` picks: .out/.err, one rank, every rank (jobkit/logfiles.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobkit.errors import JobkitError, UsageError
+from jobkit.logfiles import Layout, select_files
+
+
+def spec(
+    launcher: str = "torchrun", nodes: int = 2, nproc: int = 2, train: bool = False
+) -> dict[str, Any]:
+    run: dict[str, Any] = {"train": {"config": "tiny-lm"}} if train else {"command": ["x"]}
+    return {
+        "resources": {"nodes": nodes},
+        "launch": {"launcher": launcher, "nproc_per_node": nproc},
+        "run": run,
+    }
+
+
+def paths(tmp_path: Path) -> dict[str, str]:
+    run_dir = tmp_path / "job-1"
+    run_dir.mkdir(exist_ok=True)
+    return {
+        "out": str(tmp_path / "job-1.out"),
+        "err": str(tmp_path / "job-1.err"),
+        "run_dir": str(run_dir),
+    }
+
+
+def names(selection: Any) -> list[tuple[str, str | None]]:
+    return [(source.path.name, source.label) for source in selection.sources]
+
+
+def test_out_and_err(tmp_path: Path) -> None:
+    assert names(select_files(paths(tmp_path), spec(), {})) == [("job-1.out", None)]
+    assert names(select_files(paths(tmp_path), spec(), {}, stderr=True)) == [("job-1.err", None)]
+
+
+@pytest.mark.parametrize(
+    ("launcher", "train", "expected"),
+    [
+        ("torchrun", False, "node-1.out"),  # rank 3 is on node 1 (2 per node)
+        ("torchrun", True, "rank-3.log"),
+        ("srun", False, "rank-3.out"),
+        ("srun", True, "rank-3.out"),
+    ],
+)
+def test_a_rank_of_a_job_not_started_yet_follows_the_predicted_file(
+    tmp_path: Path, launcher: str, train: bool, expected: str
+) -> None:
+    selection = select_files(paths(tmp_path), spec(launcher, train=train), {}, rank=3)
+    assert names(selection) == [(expected, None)]
+
+
+def test_a_node_file_for_one_rank_says_which_ranks_it_holds(tmp_path: Path) -> None:
+    selection = select_files(paths(tmp_path), spec(), {}, rank=3)
+    assert selection.note == "rank 3 has no file of its own; node-1.out holds ranks 2-3"
+
+
+def test_an_existing_file_of_another_kind_wins_over_the_prediction(tmp_path: Path) -> None:
+    given = paths(tmp_path)
+    (Path(given["run_dir"]) / "rank-1.out").write_text("x\n")  # e.g. a site template's layout
+    assert names(select_files(given, spec("torchrun"), {}, rank=1)) == [("rank-1.out", None)]
+    merged = select_files(given, spec("torchrun"), {}, all_ranks=True)
+    assert names(merged) == [(f"rank-{r}.out", f"rank {r}") for r in range(4)]
+
+
+def test_all_ranks_of_a_torchrun_job_are_its_node_files(tmp_path: Path) -> None:
+    merged = select_files(paths(tmp_path), spec("torchrun", nodes=3), {}, all_ranks=True)
+    assert names(merged) == [(f"node-{n}.out", f"node {n}") for n in range(3)]
+
+
+def test_a_backend_pattern_names_the_rank_files(tmp_path: Path) -> None:
+    extra = {"rank_file": str(tmp_path / "weird {dir}" / "77_{rank}_log.out")}
+    one = select_files(paths(tmp_path), spec("srun"), extra, rank=2)
+    assert [s.path for s in one.sources] == [tmp_path / "weird {dir}" / "77_2_log.out"]
+    merged = select_files(paths(tmp_path), spec("srun"), extra, all_ranks=True)
+    assert [s.label for s in merged.sources] == [f"rank {r}" for r in range(4)]
+
+
+def test_bad_combinations_are_usage_errors(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="not both"):
+        select_files(paths(tmp_path), spec(), {}, rank=0, all_ranks=True)
+    with pytest.raises(UsageError, match="per-rank files have none"):
+        select_files(paths(tmp_path), spec(), {}, rank=0, stderr=True)
+    with pytest.raises(UsageError, match=r"--rank 4: the job has 4 rank\(s\), 0-3"):
+        select_files(paths(tmp_path), spec(), {}, rank=4)
+    with pytest.raises(JobkitError, match="no run folder"):
+        select_files({"out": "x"}, spec(), {}, rank=0)
+
+
+def test_layout_defaults_for_an_old_or_partial_spec() -> None:
+    layout = Layout.from_spec({"run": {"command": ["x"]}})
+    assert (layout.nodes, layout.procs_per_node, layout.world_size) == (1, 1, 1)
+    gpus = Layout.from_spec({"resources": {"gpus_per_node": 4}, "run": {}})
+    assert gpus.procs_per_node == 4
