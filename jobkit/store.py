@@ -481,8 +481,9 @@ class Store:
     ) -> None:
         """Store what the scheduler said, keyed by jobkit id, in one transaction.
 
-        A state change adds a history line. Right after `jobkit cancel` a non-final
-        answer is ignored for CANCEL_GRACE_S (the scheduler may lag behind the cancel).
+        A state change adds a history line. After `jobkit cancel`, a non-final answer is
+        ignored for CANCEL_GRACE_S (the scheduler may lag behind the cancel), and an end
+        reported as FAILED or UNKNOWN confirms CANCELLED (the job died of the cancel).
         A job that goes from running back to queued counts one requeue, unless the
         observation carries the scheduler's own count.
         """
@@ -663,19 +664,19 @@ def _apply_observation(
 ) -> None:
     old_state = row["state"]
     new_state = obs.state.value
-    if (
-        row["state_source"] == "cancel"
-        and not obs.state.is_final
-        and at - (row["observed_at"] or at) < CANCEL_GRACE_S
-    ):
-        return
+    if row["state_source"] == "cancel":
+        if obs.state in (State.FAILED, State.UNKNOWN, State.CANCELLED):
+            new_state = State.CANCELLED.value  # ended after our cancel: confirmed
+        elif not obs.state.is_final and at - (row["observed_at"] or at) < CANCEL_GRACE_S:
+            return  # the scheduler has not caught up with the cancel yet
     requeues = row["requeues"]
     if obs.requeues is not None:
         requeues = max(requeues, obs.requeues)
     elif old_state == State.RUNNING.value and obs.state in (State.QUEUED, State.HELD):
         requeues += 1
-    final_at = row["final_at"] if obs.state.is_final and row["final_at"] else None
-    if obs.state.is_final and final_at is None:
+    is_final = State(new_state).is_final
+    final_at = row["final_at"] if is_final and row["final_at"] else None
+    if is_final and final_at is None:
         final_at = at
     conn.execute(
         "UPDATE jobs SET state = ?, raw_state = ?, state_source = ?, reason = ?,"

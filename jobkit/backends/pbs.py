@@ -32,6 +32,8 @@ FLAVORS = ("pro", "torque")
 _QSUB_ID = re.compile(r"^\d+(?:\[\d*\])?(?:\.\S+)?$")
 _ATTR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 _UNKNOWN_JOB = re.compile(r"unknown job id", re.IGNORECASE)
+UNKNOWN_JOB_RC = 153
+"""PBSE_UNKJOBID (15001) as an exit status: every id asked about is unknown."""
 
 
 def parse_qsub_output(argv: list[str], stdout: str, stderr: str) -> str:
@@ -222,7 +224,8 @@ class PbsBackend:
                 for line in done.stderr.splitlines()
                 if line.strip() and not _UNKNOWN_JOB.search(line)
             ]
-            if other or not done.stderr.strip():
+            only_unknown = not other and (done.stderr.strip() or done.returncode == UNKNOWN_JOB_RC)
+            if not only_unknown:
                 raise SchedulerError(argv, done.returncode, done.stdout, done.stderr)
         return done
 
@@ -253,12 +256,25 @@ def _by_flavor(jobs: Iterable[TrackedJob]) -> dict[str, list[TrackedJob]]:
 def _match_ids(
     jobs: Sequence[TrackedJob], seen: Mapping[str, Observation]
 ) -> dict[str, Observation]:
-    """Map qstat's ids to ours (qstat may add or drop the server suffix); exit-file fallback."""
+    """Map qstat's ids to ours (qstat may add or drop the server suffix); exit-file fallback.
+
+    A job qstat no longer knows is answered from its run folder's exit_code file when the
+    script left one (PBS forgets finished jobs); otherwise it is left out.
+    """
     by_number = {job_number(key): obs for key, obs in seen.items()}
     result: dict[str, Observation] = {}
     for job in jobs:
         obs = seen.get(job.scheduler_id) or by_number.get(job_number(job.scheduler_id))
         if obs is None:
+            code = read_exit_file(job.extra.get("run_dir"))
+            if code is not None:
+                result[job.scheduler_id] = Observation(
+                    state=State.SUCCEEDED if code == 0 else State.FAILED,
+                    raw_state="",
+                    source="exit-file",
+                    exit_code=code,
+                    reason="qstat no longer knows the job; exit code from its run folder",
+                )
             continue
         if obs.raw_state.split("/")[0] in FINISHED_LETTERS and obs.exit_code is None:
             obs = _with_exit_file(obs, job)

@@ -240,7 +240,7 @@ def _task_observation(
     cpu_time: str | None = None,
 ) -> Observation:
     return Observation(
-        state=normalize_slurm_state(raw_state, exit_code),
+        state=normalize_slurm_state(raw_state, exit_code, reason),
         raw_state=raw_state,
         source=source,
         exit_code=exit_code,

@@ -70,12 +70,21 @@ def slurm_state_word(raw: str) -> str:
     return SLURM_COMPACT_STATES.get(word, word)
 
 
-def normalize_slurm_state(raw: str, exit_code: int | None = None) -> State:
+HOLD_REASONS = ("JobHeldUser", "JobHeldAdmin")
+"""Pending reasons that mean the job is held (scontrol hold, sbatch --hold)."""
+
+
+def normalize_slurm_state(
+    raw: str, exit_code: int | None = None, reason: str | None = None
+) -> State:
     """jobkit's state for a raw Slurm state; COMPLETED with a non-zero exit is FAILED.
 
-    An unrecognised state is UNKNOWN, never an error.
+    A pending job held by its user or an admin (reason JobHeldUser / JobHeldAdmin) is
+    HELD. An unrecognised state is UNKNOWN, never an error.
     """
     state = SLURM_STATES.get(slurm_state_word(raw), State.UNKNOWN)
     if state is State.SUCCEEDED and exit_code:
         return State.FAILED
+    if state is State.QUEUED and reason in HOLD_REASONS:
+        return State.HELD
     return state
