@@ -1,15 +1,11 @@
 """Fixtures for the registry, submit, status and cancel tests.
 
-Every test gets its own JOBKIT_HOME. Cluster tests use the real Slurm from
-tests/cluster/up.sh through `slurm_up` / `torque_up`.
+Every test gets its own JOBKIT_HOME. Cluster tests carry the `slurm` / `pbs` markers and
+use the fixtures of tests/plugins/cluster.py (`slurm_cluster`, `pbs_cluster`).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,36 +42,3 @@ def jobkit(capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
         return CliResult(code, captured.out, captured.err)
 
     return invoke
-
-
-def _cluster_answers(command: list[str]) -> bool:
-    if shutil.which(command[0]) is None:
-        return False
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
-
-def _need(ok: bool, what: str) -> None:
-    if ok:
-        return
-    message = f"{what} is not running (start it with tests/cluster/up.sh)"
-    if os.environ.get("JOBKIT_REQUIRE_CLUSTER"):
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-@pytest.fixture
-def slurm_up() -> Iterator[None]:
-    """The real Slurm cluster answers (`sinfo`); fail under JOBKIT_REQUIRE_CLUSTER, else skip."""
-    _need(_cluster_answers(["sinfo", "--noheader"]), "the test Slurm cluster")
-    yield
-
-
-@pytest.fixture
-def torque_up(slurm_up: None) -> Iterator[None]:
-    """Slurm's Torque wrappers (qsub/qstat) are installed on top of the cluster."""
-    _need(shutil.which("qsub") is not None and shutil.which("qstat") is not None, "qsub/qstat")
-    yield

@@ -158,7 +158,7 @@ def _pbs_spec(folder: Path, name: str, command: str) -> Path:
 
 
 @pytest.mark.pbs
-@pytest.mark.usefixtures("torque_up")
+@pytest.mark.usefixtures("pbs_cluster")
 def test_torque_text_captured_live(tmp_path: Path) -> None:
     script = tmp_path / "held.sh"
     script.write_text("#!/bin/bash\n#PBS -N livetext\ntrue\n")
@@ -183,7 +183,7 @@ def test_torque_text_captured_live(tmp_path: Path) -> None:
 
 
 @pytest.mark.pbs
-@pytest.mark.usefixtures("torque_up")
+@pytest.mark.usefixtures("pbs_cluster")
 def test_qsub_tracked_to_completion(workdir: Path, jobkit: Invoke) -> None:
     ok = jobkit("submit", str(_pbs_spec(workdir, "pbsok", "echo pbs-hello")), "--json")
     bad = jobkit("submit", str(_pbs_spec(workdir, "pbsbad", "exit 3")), "--json")
@@ -205,7 +205,7 @@ def test_qsub_tracked_to_completion(workdir: Path, jobkit: Invoke) -> None:
 
 
 @pytest.mark.pbs
-@pytest.mark.usefixtures("torque_up")
+@pytest.mark.usefixtures("pbs_cluster")
 def test_qdel_cancel_and_one_qstat_per_status(
     workdir: Path, jobkit: Invoke, tmp_path: Path
 ) -> None:

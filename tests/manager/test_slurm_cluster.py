@@ -29,8 +29,9 @@ from tests.manager.helpers import (
     wait_until,
     wrapper_dir,
 )
+from tests.plugins.cluster import SlurmCluster
 
-pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_up")]
+pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
 
 
 def _submit_ids(jobkit: Invoke, spec: Path, *args: str) -> tuple[str, str]:
@@ -362,20 +363,21 @@ def test_lost_reply_is_adopted_and_a_lost_submission_fails(
         scancel_quietly([sched] if sched else [])
 
 
-def _config_without_accounting(folder: Path) -> Path:
-    """A copy of this cluster's slurm.conf without AccountingStorage* (sacct then refuses)."""
-    from jobkit import proc
-
-    config = proc.run(["scontrol", "show", "config"]).stdout
-    conf = Path(config.split("SLURM_CONF", 1)[1].split("=", 1)[1].split()[0])
-    kept = [line for line in conf.read_text().splitlines() if not line.startswith("Accounting")]
+def _config_without_accounting(cluster: SlurmCluster, folder: Path) -> Path:
+    """A copy of this cluster's slurm.conf without Accounting* lines (sacct then refuses)."""
+    lines = cluster.slurm_conf.read_text().splitlines()
+    kept = [line for line in lines if not line.startswith("Accounting")]
     target = folder / "slurm-no-accounting.conf"
     target.write_text("\n".join(kept) + "\n")
     return target
 
 
 def test_jobs_that_left_squeue(
-    workdir: Path, jobkit: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    workdir: Path,
+    jobkit: Invoke,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    slurm_cluster: SlurmCluster,
 ) -> None:
     """Once squeue forgot a job (MinJobAge): sacct answers; without accounting, the fallbacks.
 
@@ -387,14 +389,15 @@ def test_jobs_that_left_squeue(
     writes = slurm_spec(workdir, "exitfile", 'echo 6 > "$JOBKIT_RUN_DIR/exit_code"; exit 6')
     with_file, file_sched = _submit_ids(jobkit, writes)
     without, silent_sched = _submit_ids(jobkit, slurm_spec(workdir, "silent", "exit 7"))
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 120 + slurm_cluster.min_job_age_s
     while any(squeue_knows(s) for s in (plain_sched, file_sched, silent_sched)):
         assert time.monotonic() < deadline, "squeue kept the jobs for 120 s"
         time.sleep(1)
     final = status_of(jobkit, plain)
     assert (final["state"], final["exit_code"], final["state_source"]) == ("FAILED", 5, "sacct")
 
-    monkeypatch.setenv("SLURM_CONF", str(_config_without_accounting(tmp_path)))
+    assert slurm_cluster.sacct_works
+    monkeypatch.setenv("SLURM_CONF", str(_config_without_accounting(slurm_cluster, tmp_path)))
     refused = subprocess.run(
         ["sacct", "-j", file_sched], capture_output=True, text=True, check=False
     )
