@@ -18,8 +18,9 @@ from jobkit.store import SUBMITTING, JobRecord, Store
 def cancel(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
     """Cancel jobs: scancel, qdel, or the backend's own stop (all of a backend's at once).
 
-    Jobs that already ended are left alone. The registry records CANCELLED at once; the
-    next `jobkit status` confirms it with the scheduler.
+    Jobs that already ended are left alone (exit 0). The registry records CANCELLED at once;
+    the next `jobkit status` confirms it with the scheduler. Exit 1 when a cancel command
+    failed or a job is still being submitted.
     """
     if not ids and not last:
         raise UsageError("give one or more job ids, or --last")
@@ -34,8 +35,10 @@ def cancel(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
         records = refresh(store, records).records
         groups: dict[str, list[JobRecord]] = defaultdict(list)
         skipped: list[tuple[JobRecord, str]] = []
+        pending = False
         for record in records:
             if record.state == SUBMITTING or record.scheduler_id is None:
+                pending = True
                 skipped.append((record, "is still being submitted; try again in a moment"))
             elif record.is_final and record.state_source != "cancel":
                 skipped.append((record, f"already ended ({record.state}); nothing to cancel"))
@@ -62,6 +65,4 @@ def cancel(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
                 )
         for err in errors:
             click.echo(f"jobkit: {err.show()}", err=True)
-        if errors:
-            return 1
-        return 0
+        return 1 if errors or pending else 0
