@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobkit.backends import get_backend
+from jobkit.backends import BackendUnavailable, get_backend
 from jobkit.backends.base import Backend, SubmitRequest
 from jobkit.errors import JobkitError, SchedulerError
 from jobkit.store import SUBMITTING, JobRecord, Store, new_token
@@ -214,7 +214,7 @@ class Reconciled:
 
     adopted: list[JobRecord]
     lost: list[JobRecord]
-    errors: list[SchedulerError]
+    errors: list[JobkitError]
 
 
 def reconcile_submissions(store: Store, *, now: float | None = None) -> Reconciled:
@@ -237,13 +237,13 @@ def reconcile_submissions(store: Store, *, now: float | None = None) -> Reconcil
         orphans[record.backend].append(record)
     adopted: list[JobRecord] = []
     lost: list[JobRecord] = []
-    errors: list[SchedulerError] = []
+    errors: list[JobkitError] = []
     for backend_name, records in orphans.items():
         found: dict[str, str] = {}
         try:
             backend = get_backend(backend_name)
             found = _find_submissions(backend, records)
-        except SchedulerError as err:
+        except (SchedulerError, BackendUnavailable) as err:
             errors.append(err)
             continue
         for record in records:

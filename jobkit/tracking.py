@@ -14,9 +14,9 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from jobkit.backends import get_backend
+from jobkit.backends import BackendUnavailable, get_backend
 from jobkit.backends.base import Observation
-from jobkit.errors import SchedulerError
+from jobkit.errors import JobkitError, SchedulerError
 from jobkit.states import State
 from jobkit.store import JobRecord, Store
 
@@ -33,7 +33,8 @@ class BackendFailure:
     """A backend whose query failed during a refresh."""
 
     backend: str
-    error: SchedulerError
+    error: JobkitError
+    """A SchedulerError (the query failed) or BackendUnavailable (cannot even ask)."""
     oldest_observation: float | None
     """When the states now shown for its jobs were last observed (None: never)."""
     jobkit_ids: list[str] = field(default_factory=list)
@@ -41,7 +42,8 @@ class BackendFailure:
     def warning(self, now: float | None = None) -> str:
         """One line for stderr: what failed and how old the shown states are."""
         at = time.time() if now is None else now
-        cmd = self.error.argv[0] if self.error.argv else self.backend
+        argv = getattr(self.error, "argv", None)
+        cmd = argv[0] if argv else f"backend {self.backend}"
         why = " ".join(self.error.show().split())
         if self.oldest_observation is None:
             age = "no state was ever observed for its jobs"
@@ -91,7 +93,7 @@ def refresh(
         try:
             backend = get_backend(backend_name)
             answer = backend.poll([r.tracked() for r in group])
-        except SchedulerError as err:
+        except (SchedulerError, BackendUnavailable) as err:
             seen = [r.observed_at for r in group if r.observed_at is not None]
             failures.append(
                 BackendFailure(

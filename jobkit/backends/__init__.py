@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from jobkit.errors import UsageError
+from jobkit.errors import JobkitError, UsageError
 
 if TYPE_CHECKING:
     from jobkit.backends.base import Backend
@@ -24,19 +24,29 @@ BACKENDS: dict[str, str] = {
 """Backend name -> `module:Class` (the class implements base.Backend, built with no args)."""
 
 
+class BackendUnavailable(JobkitError):
+    """A known backend whose module cannot be imported here (a missing dependency)."""
+
+
 def backend_names() -> list[str]:
     """Every backend jobkit knows, in a stable order."""
     return list(BACKENDS)
 
 
 def get_backend(name: str) -> Backend:
-    """A fresh instance of the named backend; UsageError for an unknown name."""
+    """A fresh instance of the named backend.
+
+    UsageError for an unknown name; BackendUnavailable when its module cannot be loaded.
+    """
     target = BACKENDS.get(name)
     if target is None:
         known = ", ".join(BACKENDS)
         raise UsageError(f"unknown backend {name!r} (known: {known})")
     module_name, _, class_name = target.partition(":")
-    module = importlib.import_module(module_name)
-    backend_class = getattr(module, class_name)
+    try:
+        module = importlib.import_module(module_name)
+        backend_class = getattr(module, class_name)
+    except (ImportError, AttributeError) as err:
+        raise BackendUnavailable(f"backend {name} is unavailable: {err}") from None
     backend: Backend = backend_class()
     return backend

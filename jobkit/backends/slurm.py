@@ -306,6 +306,7 @@ def aggregate(tasks: Sequence[Observation]) -> Observation:
     raw = ",".join(f"{word}={n}" for word, n in sorted(counts.items()))
     states = [t.state for t in tasks]
     live = [s for s in states if not s.is_final]
+    state: State
     if live:
         for candidate in (State.RUNNING, State.SUSPENDED, State.QUEUED, State.PREEMPTED):
             if candidate in live:

@@ -24,7 +24,7 @@ def cancel(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
     """
     if not ids and not last:
         raise UsageError("give one or more job ids, or --last")
-    from jobkit.backends import get_backend
+    from jobkit.backends import BackendUnavailable, get_backend
     from jobkit.ids import resolve_jobs
     from jobkit.submit import reconcile_submissions
     from jobkit.tracking import refresh
@@ -49,7 +49,7 @@ def cancel(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
         for backend_name, group in groups.items():
             try:
                 get_backend(backend_name).cancel([r.tracked() for r in group])
-            except SchedulerError as err:
+            except (SchedulerError, BackendUnavailable) as err:
                 errors.append(err)
                 continue
             store.mark_cancelled([r.jobkit_id for r in group])
@@ -63,6 +63,6 @@ def cancel(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
                 click.echo(
                     f"cancelled {record.jobkit_id} ({record.backend} job {record.scheduler_id})"
                 )
-        for err in errors:
-            click.echo(f"jobkit: {err.show()}", err=True)
+        for failure in errors:
+            click.echo(f"jobkit: {failure.show()}", err=True)
         return 1 if errors or pending else 0

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from jobkit.backends import BACKENDS
 from jobkit.backends.base import Observation
 from jobkit.cli.jobview import format_duration, format_exit, render_table
 from jobkit.cli.status import parse_since, parse_states
@@ -232,3 +233,19 @@ def test_wait_exit_status(
     record = _record(state, exit_code, sig)
     assert exit_status_for(record) == status
     assert format_exit(record) == shown
+
+
+def test_unavailable_backend_is_a_warning_not_a_crash(
+    jobkit: Invoke, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Store() as store:
+        rec = store.create_intent(backend="slurm", name="x", spec={}, script="", workdir=Path("/w"))
+        store.mark_submitted(rec.jobkit_id, scheduler_id="5", argv=[], log_paths={})
+    monkeypatch.setitem(BACKENDS, "slurm", "jobkit.backends.no_such_module:Nothing")
+    result = jobkit("status")
+    assert result.code == 3
+    assert result.err.startswith(
+        "jobkit: warning: backend slurm failed (backend slurm is unavailable: No module named"
+        " 'jobkit.backends.no_such_module'); showing states from 0s ago"
+    )
+    assert rec.jobkit_id in result.out and "QUEUED" in result.out
