@@ -160,6 +160,17 @@ def quote(value: object) -> str:
     return shlex.quote(shell_word(value))
 
 
+def quote_path(value: object) -> str:
+    """The `qpath` filter: like `q`, but a leading `~/` means $HOME (of the host it runs on)."""
+    text = shell_word(value)
+    if text == "~":
+        return '"$HOME"'
+    if text.startswith("~/"):
+        rest = text[2:]
+        return '"$HOME"/' + shlex.quote(rest) if rest else '"$HOME"/'
+    return shlex.quote(text)
+
+
 def quote_join(values: Iterable[object]) -> str:
     """The `qjoin` filter: each item quoted, joined by spaces."""
     if isinstance(values, (str, bytes)):
@@ -258,6 +269,7 @@ def _environment(template_dir: Path | None) -> jinja2.Environment:
     )
     env.filters.update(
         q=quote,
+        qpath=quote_path,
         qjoin=quote_join,
         dq=directive_quote,
         dqwords=directive_words,
