@@ -26,6 +26,10 @@ DEFAULT_TIMEOUT_S = 60.0
 PROC_LOG_ENV = "JOBKIT_PROC_LOG"
 
 
+class SchedulerTimeout(SchedulerError):
+    """The command did not finish in time: it may or may not have done its work."""
+
+
 @dataclass(frozen=True)
 class Completed:
     """A finished command."""
@@ -46,7 +50,7 @@ def run(
     cwd: Path | str | None = None,
     check: bool = True,
 ) -> Completed:
-    """Run argv and return its output; SchedulerError on failure.
+    """Run argv and return its output; SchedulerError on failure (SchedulerTimeout on timeout).
 
     env: variables added to (not replacing) this process's environment.
     check=False returns a non-zero exit instead of raising (timeouts and a missing
@@ -82,7 +86,7 @@ def run(
         ) from None
     except subprocess.TimeoutExpired as err:
         _record(args, None, time.monotonic() - start)
-        raise SchedulerError(
+        raise SchedulerTimeout(
             args,
             None,
             _text(err.stdout),

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from jobkit.backends import BackendUnavailable, get_backend
 from jobkit.backends.base import Backend, SubmitRequest
 from jobkit.errors import JobkitError, SchedulerError
+from jobkit.proc import SchedulerTimeout
 from jobkit.store import SUBMITTING, JobRecord, Store, new_token
 
 if TYPE_CHECKING:
@@ -84,8 +85,11 @@ def plan_submission(spec: JobSpec, *, workdir: Path, template_dir: Path | None =
 def submit(store: Store, plan: Plan) -> JobRecord:
     """Record the intent, write the script and logs folder, submit, and record the result.
 
-    A refusal (SchedulerError, verbatim) or any other failure leaves the row FAILED,
-    never SUBMITTING, and is raised again.
+    A refusal (the scheduler's non-zero exit, raised verbatim as SchedulerError) or a
+    failure before anything reached the scheduler leaves the row FAILED. When it is not
+    known whether the scheduler took the job (a timeout, an unreadable reply, Ctrl-C while
+    the submit command ran) the row stays SUBMITTING for `reconcile_submissions`, which
+    adopts the job by its token or calls it lost; the error is raised again.
     """
     backend = get_backend(plan.backend)
     record = store.create_intent(
@@ -99,17 +103,17 @@ def submit(store: Store, plan: Plan) -> JobRecord:
     )
     try:
         request = _prepare(record, plan)
+    except BaseException as err:
+        store.mark_failed(record.jobkit_id, f"submission failed: {_one_line(err)}")
+        raise
+    try:
         submitted = backend.submit(request)
     except SchedulerError as err:
-        store.mark_failed(record.jobkit_id, f"submission refused: {_one_line(err)}")
+        if _certainly_not_submitted(err):
+            store.mark_failed(record.jobkit_id, f"submission refused: {_one_line(err)}")
         raise
     except JobkitError as err:
         store.mark_failed(record.jobkit_id, f"submission failed: {_one_line(err)}")
-        raise
-    except BaseException as err:
-        store.mark_failed(
-            record.jobkit_id, f"submission failed: {type(err).__name__}: {_one_line(err)}"
-        )
         raise
     return store.mark_submitted(
         record.jobkit_id,
@@ -118,6 +122,13 @@ def submit(store: Store, plan: Plan) -> JobRecord:
         log_paths=submitted.log_paths,
         extra=submitted.extra,
     )
+
+
+def _certainly_not_submitted(err: SchedulerError) -> bool:
+    """A non-zero exit (refusal) or a command that never ran; not a timeout or odd reply."""
+    if isinstance(err, SchedulerTimeout):
+        return False
+    return err.returncode is None or err.returncode != 0
 
 
 def _prepare(record: JobRecord, plan: Plan) -> SubmitRequest:
@@ -171,7 +182,7 @@ def request_for(record: JobRecord) -> SubmitRequest:
 
 
 def _one_line(err: BaseException) -> str:
-    text = err.show() if isinstance(err, JobkitError) else str(err)
+    text = err.show() if isinstance(err, JobkitError) else f"{type(err).__name__}: {err}"
     return " ".join(text.split())
 
 

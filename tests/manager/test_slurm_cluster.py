@@ -6,6 +6,9 @@ Jobs are tiny (`bash -c ...` through launcher srun, no torch) and take a few sec
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -17,6 +20,7 @@ import pytest
 
 from jobkit.store import Store
 from tests.manager.helpers import (
+    JOBKIT_BIN,
     Invoke,
     calls,
     env_with_path,
@@ -360,6 +364,50 @@ def test_lost_reply_is_adopted_and_a_lost_submission_fails(
             )
             assert store.get(young_id).state == "SUBMITTING"  # too young to call lost
     finally:
+        scancel_quietly([sched] if sched else [])
+
+
+def test_interrupted_submit_is_adopted(workdir: Path, jobkit: Invoke, tmp_path: Path) -> None:
+    """Ctrl-C while sbatch has accepted the job but not yet answered: the row stays
+    SUBMITTING, and the next command adopts the job through the token in its comment."""
+    slow = tmp_path / "slow-bin"
+    slow.mkdir()
+    real = shutil.which("sbatch")
+    (slow / "sbatch").write_text(f'#!/bin/sh\n"{real}" "$@" || exit $?\nexec sleep 60\n')
+    (slow / "sbatch").chmod(0o755)
+    spec = _held_spec(workdir, "slowreply")
+    proc = subprocess.Popen(
+        [*JOBKIT_BIN, "submit", str(spec)],
+        cwd=workdir,
+        env={**os.environ, **env_with_path(slow)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    sched = ""
+    try:
+        deadline = time.monotonic() + 60
+        while not sched:
+            assert time.monotonic() < deadline, "sbatch never submitted the job"
+            time.sleep(0.2)
+            sched = subprocess.run(
+                ["squeue", "--noheader", "--name=slowreply", "--format=%i"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        with Store() as store:
+            (row,) = store.list_jobs(recent_final_s=None)
+        assert (row.state, row.scheduler_id) == ("SUBMITTING", None)
+        shown = status_of(jobkit, row.jobkit_id)
+        assert (shown["scheduler_id"], shown["state"]) == (sched, "HELD")
+        assert shown["extra"]["adopted"] is True
+        assert shown["log_paths"]["out"] == str(workdir / "logs" / f"slowreply-{sched}.out")
+    finally:
+        proc.kill()
         scancel_quietly([sched] if sched else [])
 
 
