@@ -192,3 +192,29 @@ def test_context_lists_the_documented_variables() -> None:
     text = documented.read_text()
     for name in context:
         assert f"`{name}`" in text, f"context variable {name} is not documented"
+
+
+def test_site_partial_can_wrap_the_builtin_partial(tmp_path: Path) -> None:
+    partial = '{% include "builtin/common/env.sh.j2" %}\nsource /site/ml-env.sh\n'
+    site = _site(tmp_path, {"common/env.sh.j2": partial})
+    spec = spec_from({**BASE, "backend": "local", "env": {"vars": {"A": "1"}}})
+    script = render(spec, site)
+    assert "  export A=1\n  source /site/ml-env.sh\n" in script
+
+
+def test_child_blocks_see_the_parent_top_level_names(tmp_path: Path) -> None:
+    child = (
+        '{% extends "builtin/slurm/job.sh.j2" %}\n'
+        "{% block header %}echo {{ res.nodes }} {{ m.program_words() }}\n{% endblock %}\n"
+    )
+    site = _site(tmp_path, {"slurm/job.sh.j2": child})
+    spec = spec_from({**BASE, "run": {"command": ["my prog"]}})
+    assert "\necho 1 'my prog'\n" in render(spec, site)
+
+
+def test_docs_example_is_the_rendered_script() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "templates.md").read_text()
+    start = docs.index("<!-- rendered: slurm-2node.slurm.sh -->\n```bash\n")
+    body = docs[start:].split("```bash\n", 1)[1].split("```\n<!-- end rendered -->", 1)[0]
+    golden = Path(__file__).resolve().parent / "golden/examples/slurm-2node.slurm.sh"
+    assert body == golden.read_text()

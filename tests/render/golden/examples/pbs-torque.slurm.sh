@@ -32,7 +32,11 @@ mkdir -p -- "$JOBKIT_RUN_DIR"
 
 # Hosts in allocation order: the first one hosts the rendezvous.
 mapfile -t jobkit_hosts < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
-MASTER_ADDR="${jobkit_hosts[0]}"
+MASTER_ADDR="${jobkit_hosts[0]:-}"
+if [[ -z "$MASTER_ADDR" ]]; then
+  echo "jobkit: scontrol show hostnames \"$SLURM_JOB_NODELIST\" listed no host" >&2
+  exit 1
+fi
 export MASTER_ADDR
 # launch.master_port auto: 15000 + N % 15000, N from the job id, so two jobs sharing a node
 # do not collide and the port stays below Linux's ephemeral range (32768+).

@@ -66,12 +66,14 @@ jobkit_id_number() {
     local-*) id=${id##*-} ;;
     *) id=${id%%[_.[]*} ;;
   esac
-  id=${id//[!0-9]/}
-  # Bash arithmetic is 64-bit: keep at most 18 digits.
-  if (( ${#id} > 18 )); then
-    id=${id: -18}
+  id=${id//[!0-9A-Za-z]/}
+  # Bash arithmetic is 64-bit: use the last 18 digits, or 12 base-36 characters (zero-padded).
+  local padded=000000000000000000$id
+  if [[ "$id" =~ ^[0-9]*$ ]]; then
+    echo "$(( 10#${padded: -18} ))"
+  else
+    echo "$(( 36#${padded: -12} ))"
   fi
-  echo "$(( 10#${id:-0} ))"
 }
 # launch.master_port auto: 15000 + N % 15000, N from the job id, so two jobs sharing a node
 # do not collide and the port stays below Linux's ephemeral range (32768+).

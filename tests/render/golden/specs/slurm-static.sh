@@ -32,7 +32,11 @@ mkdir -p -- "$JOBKIT_RUN_DIR"
 
 # Hosts in allocation order: the first one hosts the rendezvous.
 mapfile -t jobkit_hosts < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
-MASTER_ADDR="${jobkit_hosts[0]}"
+MASTER_ADDR="${jobkit_hosts[0]:-}"
+if [[ -z "$MASTER_ADDR" ]]; then
+  echo "jobkit: scontrol show hostnames \"$SLURM_JOB_NODELIST\" listed no host" >&2
+  exit 1
+fi
 export MASTER_ADDR
 MASTER_PORT=29500
 export MASTER_PORT
