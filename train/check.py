@@ -9,6 +9,7 @@ import torch.distributed as dist
 
 from train.config import DistributedConfig
 from train.dist import (
+    barrier,
     choose_backend,
     choose_device,
     describe_device,
@@ -30,7 +31,7 @@ def _measure(size_mib: int, device: torch.device, iterations: int = 5) -> float:
         dist.all_reduce(tensor)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    dist.barrier()
+    barrier(device)
     start = time.perf_counter()
     for _ in range(iterations):
         dist.all_reduce(tensor)
@@ -45,7 +46,7 @@ def run_check(env: LaunchEnv, config: DistributedConfig, device_kind: str = "aut
     backend = choose_backend(config.backend, device)
     init_process_group(env, backend, device, config.timeout)
     say = print if env.is_main else (lambda *_args, **_kw: None)
-    infos = gather_objects(describe_device(env, device), device)
+    infos = gather_objects(describe_device(env, device))
     say(f"check: world size {env.world_size}, backend {backend}, launcher {env.launcher}")
     for info in infos:
         uuid = f" uuid {info.uuid}" if info.uuid else ""
@@ -54,12 +55,13 @@ def run_check(env: LaunchEnv, config: DistributedConfig, device_kind: str = "aut
             f" device {info.device}{uuid}"
         )
     problems = find_shared_devices(infos)
-    total = torch.ones(1, device=device)
-    dist.all_reduce(total)
-    if int(total.item()) != env.world_size:
-        problems.append(f"all-reduce of ones gave {int(total.item())}, not {env.world_size}")
-    else:
-        say(f"check: all-reduce ok (sum {int(total.item())} = world size)")
+    if not problems:  # never run NCCL on a GPU two ranks share: it fails or hangs there
+        total = torch.ones(1, device=device)
+        dist.all_reduce(total)
+        if int(total.item()) != env.world_size:
+            problems.append(f"all-reduce of ones gave {int(total.item())}, not {env.world_size}")
+        else:
+            say(f"check: all-reduce ok (sum {int(total.item())} = world size)")
     if not problems:
         factor = 2 * (env.world_size - 1) / env.world_size
         for size in SIZES_MIB:

@@ -45,6 +45,8 @@ class ConfigError(Exception):
 
     def show(self) -> str:
         """The line printed on stderr."""
+        if self.where == "--set" and self.key:
+            return f"--set {self.key}: {self.message}"
         key = f"{self.key}: " if self.key else ""
         return f"{self.where}: {key}{self.message}"
 
@@ -302,7 +304,7 @@ def parse_set_value(text: str) -> Any:
     lowered = value.lower()
     if lowered in ("true", "false"):
         return lowered == "true"
-    if lowered in ("null", "none", "~"):
+    if lowered in ("null", "~"):
         return None
     if _INT.match(value):
         return int(value)

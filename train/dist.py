@@ -57,26 +57,28 @@ def choose_backend(wanted: str, device: torch.device) -> str:
 
 
 def init_process_group(env: LaunchEnv, backend: str, device: torch.device, timeout_s: int) -> None:
-    """Join the job's process group (env:// rendezvous; an in-memory store for one rank)."""
+    """Join the job's process group (env:// rendezvous; an in-memory store for one rank).
+
+    With nccl, CPU tensors go through gloo in the same group: the small control messages
+    (device check, RNG states, checkpoint choice) then need no GPU, and the device check
+    runs before NCCL creates its communicator (which would fail on a shared GPU first).
+    """
+    # torch.distributed.nn.functional binds `group.WORLD` as a default argument when first
+    # imported (optimizers import it lazily through torch._dynamo). Imported after the group
+    # exists, it keeps the group alive past destroy_process_group, and gloo's threads then
+    # abort the interpreter at exit ("terminate called without an active exception").
+    import torch.distributed.nn.functional
+
     if device.type == "cuda":
         torch.cuda.set_device(device)
+    spec = "cpu:gloo,cuda:nccl" if backend == "nccl" else backend
     timeout = datetime.timedelta(seconds=timeout_s)
     if env.world_size == 1:
-        dist.init_process_group(
-            backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout
-        )
+        dist.init_process_group(spec, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout)
         return
     apply_to_environ(env)
-    options: dict[str, Any] = {}
-    if device.type == "cuda":
-        options["device_id"] = device
     dist.init_process_group(
-        backend,
-        init_method="env://",
-        rank=env.rank,
-        world_size=env.world_size,
-        timeout=timeout,
-        **options,
+        spec, init_method="env://", rank=env.rank, world_size=env.world_size, timeout=timeout
     )
 
 
@@ -95,26 +97,25 @@ def describe_device(env: LaunchEnv, device: torch.device) -> DeviceInfo:
     return DeviceInfo(env.rank, env.local_rank, socket.gethostname(), str(device), uuid)
 
 
-def _encode(value: Any, device: torch.device) -> torch.Tensor:
-    data = bytearray(pickle.dumps(value))
-    return torch.frombuffer(data, dtype=torch.uint8).to(device)
+def _encode(value: Any) -> torch.Tensor:
+    return torch.frombuffer(bytearray(pickle.dumps(value)), dtype=torch.uint8)
 
 
 def _decode(tensor: torch.Tensor, size: int) -> Any:
-    return pickle.loads(bytes(tensor[:size].cpu().tolist()))
+    return pickle.loads(bytes(tensor[:size].tolist()))
 
 
-def gather_objects(value: Any, device: torch.device) -> list[Any]:
-    """`value` from every rank, in rank order, on every rank.
+def gather_objects(value: Any) -> list[Any]:
+    """`value` from every rank, in rank order, on every rank (through CPU tensors).
 
     torch's all_gather_object needs numpy; this pickles into uint8 tensors itself.
     """
-    payload = _encode(value, device)
-    size = torch.tensor([payload.numel()], dtype=torch.long, device=device)
+    payload = _encode(value)
+    size = torch.tensor([payload.numel()], dtype=torch.long)
     sizes = [torch.zeros_like(size) for _ in range(dist.get_world_size())]
     dist.all_gather(sizes, size)
     longest = int(max(int(item.item()) for item in sizes))
-    padded = torch.zeros(longest, dtype=torch.uint8, device=device)
+    padded = torch.zeros(longest, dtype=torch.uint8)
     padded[: payload.numel()] = payload
     buffers = [torch.empty_like(padded) for _ in sizes]
     dist.all_gather(buffers, padded)
@@ -134,17 +135,13 @@ def find_shared_devices(infos: list[DeviceInfo]) -> list[str]:
     ]
 
 
-def broadcast_object(value: Any, device: torch.device, src: int = 0) -> Any:
-    """`value` from rank `src`, on every rank (pickled; no numpy needed)."""
+def broadcast_object(value: Any, src: int = 0) -> Any:
+    """`value` from rank `src`, on every rank (pickled into CPU tensors; no numpy needed)."""
     is_source = dist.get_rank() == src
-    payload = _encode(value, device) if is_source else None
-    size = torch.tensor([payload.numel() if payload is not None else 0], device=device)
+    payload = _encode(value) if is_source else None
+    size = torch.tensor([payload.numel() if payload is not None else 0])
     dist.broadcast(size, src=src)
-    buffer = (
-        payload
-        if payload is not None
-        else torch.empty(int(size.item()), dtype=torch.uint8, device=device)
-    )
+    buffer = payload if payload is not None else torch.empty(int(size.item()), dtype=torch.uint8)
     dist.broadcast(buffer, src=src)
     return value if is_source else _decode(buffer, int(size.item()))
 

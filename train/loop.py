@@ -121,7 +121,7 @@ class Trainer:
             raise TrainSetupError(str(err)) from None
         init_process_group(self.env, backend, self.device, config.distributed.timeout)
         self.backend = backend
-        infos = gather_objects(describe_device(self.env, self.device), self.device)
+        infos = gather_objects(describe_device(self.env, self.device))
         shared = find_shared_devices(infos)
         if shared:
             raise TrainSetupError("; ".join(shared))
@@ -189,10 +189,10 @@ class Trainer:
                     chosen = Path(resume), ckpt.load_checkpoint(Path(resume))
                 except ckpt.CheckpointError as err:
                     error = f"{resume} {err}"
-        error = broadcast_object(error, self.device)
+        error = broadcast_object(error)
         if error:
             raise self.loaded.error("checkpoint.resume", error)
-        path = broadcast_object(str(chosen[0]) if chosen else None, self.device)
+        path = broadcast_object(str(chosen[0]) if chosen else None)
         if path is None:
             return None
         failure = ""
@@ -215,7 +215,7 @@ class Trainer:
 
     def _save(self, step: int, reason: str, then: Callable[[], None] | None = None) -> None:
         """Every rank hands over its RNG state; rank 0 writes the file; then all agree."""
-        rng_states = gather_objects(capture_rng(), self.device)
+        rng_states = gather_objects(capture_rng())
         problem = ""
         if self.env.is_main:
             epoch, position = self.stream.state()
