@@ -92,6 +92,14 @@ jk_port_of() {
     esac
 }
 
+# True while PID runs: it exists and is not a zombie (an exited daemon waits as a zombie
+# until init reaps it, which can take a second or more).
+jk_alive() {
+    local state
+    state=$(awk '$1 == "State:" { print $2 }' "/proc/$1/status" 2>/dev/null) || return 1
+    [[ -n $state && $state != Z ]]
+}
+
 # Print the pid of DAEMON when its pid file names a live process of the right program.
 jk_pid() {
     local f pid comm
@@ -100,7 +108,7 @@ jk_pid() {
     pid=$(tr -dc 0-9 <"$f")
     [[ -n $pid ]] || return 1
     comm=$(cat "/proc/$pid/comm" 2>/dev/null) || return 1
-    [[ $comm == "$(jk_comm "$1")" ]] || return 1
+    [[ $comm == "$(jk_comm "$1")" ]] && jk_alive "$pid" || return 1
     echo "$pid"
 }
 
@@ -427,15 +435,18 @@ jk_stop() {
     pid=$(jk_pid "$d") || return 0
     kill -TERM "$pid" 2>/dev/null || true
     deadline=$((SECONDS + 30))
-    while kill -0 "$pid" 2>/dev/null; do
+    while jk_alive "$pid"; do
         if ((SECONDS >= deadline)); then
             jk_say "$d (pid $pid) ignored SIGTERM for 30 s: SIGKILL"
             kill -KILL "$pid" 2>/dev/null || true
-            sleep 0.5
+            sleep 1
             break
         fi
-        sleep 0.2
+        sleep 0.1
     done
+    # Give init a moment to reap it, so ps no longer lists it (not needed for correctness).
+    deadline=$((SECONDS + 3))
+    while [[ -e /proc/$pid ]] && ((SECONDS < deadline)); do sleep 0.1; done
     rm -f "$(jk_pidfile "$d")" "$JK_RUN/$d.confsha"
     jk_say "stopped $d (pid $pid)"
 }
@@ -443,6 +454,7 @@ jk_stop() {
 # Serialize up/down/ctl (two callers at once must not start a daemon twice).
 jk_lock() {
     local f=/run/lock/${JK_MARK}-scripts.lock
+    mkdir -p /run/lock
     exec 9>"$f"
     flock -w 600 9 || jk_die "another tests/cluster script held $f for 600 s"
 }

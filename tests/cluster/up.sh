@@ -42,10 +42,14 @@ install_packages() {
         printf '#!/bin/sh\nexit 101\n' >"$policy"
         chmod 755 "$policy"
         made_policy=1
+        trap 'rm -f /usr/sbin/policy-rc.d' EXIT
     fi
     apt_get update
     apt_get install -y --no-install-recommends "${missing[@]}"
-    ((made_policy)) && rm -f "$policy"
+    if ((made_policy)); then
+        rm -f "$policy"
+        trap - EXIT
+    fi
     jk_say "packages installed in $((SECONDS - started_at)) s"
 }
 
