@@ -205,6 +205,24 @@ def slurm_filename(value: object) -> str:
     return shell_word(value).replace("%", "%%")
 
 
+def indent_lines(text: str, width: int | str = 4, first: bool = False, blank: bool = False) -> str:
+    """The `indent` filter, breaking lines at "\n" only.
+
+    Jinja's own uses str.splitlines(), which also breaks at U+2028, NEL, vertical tab, form
+    feed...: a quoted value holding one would come out changed (a newline and the
+    indentation in its middle).
+    """
+    indention = width if isinstance(width, str) else " " * width
+    lines = (text + "\n").split("\n")[:-1]
+    if blank:
+        result = ("\n" + indention).join(lines)
+    else:
+        result = lines.pop(0) if lines else ""
+        if lines:
+            result += "\n" + "\n".join(indention + line if line else line for line in lines)
+    return indention + result if first else result
+
+
 def pbs_mail_events(mail_types: Iterable[str]) -> str:
     """The `pbs_mail` filter: Slurm-style mail types ([END, FAIL]) as PBS -m letters (ea)."""
     letters = ""
@@ -278,6 +296,7 @@ def _environment(template_dir: Path | None) -> jinja2.Environment:
         hms=format_hms,
         memory=format_memory,
         pbs_mail=pbs_mail_events,
+        indent=indent_lines,
     )
     return env
 

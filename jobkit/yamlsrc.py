@@ -37,11 +37,17 @@ class YamlDoc:
 
 
 def format_path(path: KeyPath) -> str:
-    """`resources.nodes`, `ssh.hosts[1]`: how a key path is shown to the user."""
+    """`resources.nodes`, `ssh.hosts[1]`: how a key path is shown to the user.
+
+    A key with a newline, escape or other unprintable character is shown quoted
+    (`env.vars['a\\nb']`), so an error stays one harmless line on the terminal.
+    """
     text = ""
     for part in path:
         if isinstance(part, int):
             text += f"[{part}]"
+        elif not part.isprintable():
+            text += f"[{part!r}]"
         else:
             text += ("." if text else "") + part
     return text
