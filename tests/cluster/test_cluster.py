@@ -212,6 +212,38 @@ def test_batch_shell_receives_the_preemption_signal_before_the_time_limit(
         assert re.search(rf"^got {sig} after \d+s$", output, re.MULTILINE), output
 
 
+CHECKPOINT_JOB = """#!/bin/bash
+on_term() {{
+  echo "$SECONDS" > term-{tag}
+  sleep {work}
+  echo saved > checkpoint-{tag}
+  exit 0
+}}
+trap on_term TERM
+touch started-{tag}
+while :; do sleep 1; done
+"""
+
+
+@pytest.mark.slurm
+def test_cancel_sends_sigterm_and_kills_after_killwait(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """KillWait=10: a job checkpointing in 2 s on SIGTERM finishes; one needing 30 s is killed."""
+    jobs = {}
+    for tag, work in (("quick", 2), ("slow", 30)):
+        (tmp_path / f"{tag}.sh").write_text(CHECKPOINT_JOB.format(tag=tag, work=work))
+        jobs[tag] = sbatch("--time=5", f"--output={tag}-%j.out", f"{tag}.sh", cwd=tmp_path)
+    for tag in jobs:
+        _wait_for(lambda t=tag: (tmp_path / f"started-{t}").exists(), JOB_TIMEOUT_S, f"{tag} runs")
+    subprocess.run(["scancel", *jobs.values()], timeout=60, check=True)
+    for tag, job_id in jobs.items():
+        assert wait_slurm_job(job_id, timeout=120).state == "CANCELLED"
+        assert (tmp_path / f"term-{tag}").exists(), f"{tag}: the batch shell got SIGTERM"
+    assert (tmp_path / "checkpoint-quick").read_text() == "saved\n"
+    assert not (tmp_path / "checkpoint-slow").exists(), "SIGKILL came after KillWait"
+
+
 @pytest.mark.pbs
 def test_qsub_runs_a_pbs_script_and_qstat_reports_it(
     slurm_cluster: SlurmCluster, tmp_path: Path

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,3 +92,23 @@ def test_unknown_daemon_is_refused_with_the_list(cluster: SlurmCluster) -> None:
     )
     assert done.returncode != 0
     assert "unknown daemon 'nosuchd'" in done.stderr and "slurmctld" in done.stderr
+
+
+def test_status_says_which_daemon_is_down(cluster: SlurmCluster) -> None:
+    cluster.ctl("stop", "sshd")
+
+    def status() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", str(cluster.status_script)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    down = status()
+    assert down.returncode == 1
+    assert re.search(r"^  sshd +DOWN", down.stdout, re.MULTILINE), down.stdout
+    assert "ssh n1                 FAILED" in down.stdout
+    cluster.ctl("start", "sshd")
+    assert status().returncode == 0
