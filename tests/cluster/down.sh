@@ -13,6 +13,8 @@ source "$here/lib.sh"
 cancel_jobs() {
     local ids deadline
     jk_pid slurmctld >/dev/null && jk_ctld_ok >/dev/null 2>&1 || return 0
+    # No new jobs from here on (up.sh sets the partition UP again).
+    scontrol update PartitionName="$JK_PARTITION" State=DRAIN 2>/dev/null || true
     ids=$(squeue -h -o '%A' 2>/dev/null | sort -u | tr '\n' ' ')
     [[ -n ${ids// /} ]] || return 0
     jk_say "cancelling jobs: $ids"

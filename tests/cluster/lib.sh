@@ -161,6 +161,7 @@ jk_node_ok() {
     s=$(jk_node_state "$1")
     [[ $s =~ ^(idle|mixed|allocated|completing)$ ]]
 }
+jk_partition_up() { [[ $(timeout 15 sinfo -h -p "$JK_PARTITION" -o '%a' | head -n 1) == up ]]; }
 jk_ssh_ok() {
     timeout 15 ssh -F "$JK_SSH/config" "$1" true </dev/null
 }

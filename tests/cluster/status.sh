@@ -35,6 +35,7 @@ else
     printf '  FAILED: %s\n' "$out"
     ok=0
 fi
+check "partition $JK_PARTITION up" jk_partition_up
 check "node n1 takes jobs" jk_node_ok n1
 check "node n2 takes jobs" jk_node_ok n2
 check "sacct answers" jk_sacct_ok

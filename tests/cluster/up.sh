@@ -181,6 +181,14 @@ register_accounting() {
         sacctmgr -i add user root Account="$JK_ACCOUNT" Cluster="$JK_CLUSTER" >/dev/null
 }
 
+# down.sh drains the partition so that no job starts while it stops the cluster.
+open_partition() {
+    if ! jk_partition_up; then
+        jk_say "partition $JK_PARTITION is not up: setting it UP"
+        scontrol update PartitionName="$JK_PARTITION" State=UP
+    fi
+}
+
 # Nodes left drained or down by an earlier run come back to service.
 resume_nodes() {
     local n s
@@ -248,6 +256,7 @@ main() {
     ensure slurmdbd
     register_accounting
     ensure slurmctld
+    open_partition
     ensure slurmd-n1
     ensure slurmd-n2
     resume_nodes
