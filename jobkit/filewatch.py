@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import errno
 import os
 import select
 import struct
@@ -108,12 +107,11 @@ class InotifyWatcher:
         self._refresh()
 
     def _add(self, folder: Path) -> bool:
+        """Watch `folder`; False when it cannot be watched (missing, not a folder, no
+        permission, the user's watch limit reached): the caller's timeout then covers it."""
         wd = self._libc.add_watch(self._fd, os.fsencode(folder), _FOLDER_MASK)
         if wd < 0:
-            err = ctypes.get_errno()
-            if err in (errno.ENOENT, errno.ENOTDIR, errno.EACCES):
-                return False
-            raise OSError(err, f"inotify_add_watch {folder}: {os.strerror(err)}")
+            return False
         self._watched[wd] = folder
         return True
 

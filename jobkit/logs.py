@@ -54,7 +54,10 @@ class FollowTiming:
     """How often the follower looks when no event wakes it."""
 
     min_poll_s: float = 0.05
-    """First poll interval after new data (without inotify)."""
+    """Poll interval while lines keep coming (without inotify)."""
+    active_s: float = 2.0
+    """Without inotify: poll every min_poll_s until no line came for this long, then back
+    off (doubling) to max_poll_s."""
     max_poll_s: float = 1.0
     """Longest poll interval; with inotify, the safety re-check (network file systems)."""
     done_interval_s: float = 2.0
@@ -124,12 +127,14 @@ class _OpenFile:
             current: tuple[int, int] | None = (st.st_dev, st.st_ino)
         except (FileNotFoundError, NotADirectoryError):
             current = None
-        if current != self.identity:
-            # Replaced (rotated) or removed: finish the old file, then start the new one at 0.
+        if current is not None and current != self.identity:
+            # Replaced (rotated): finish the old file, then read the new one from its top.
+            # A file renamed away or removed with no new one yet is still read through the
+            # open descriptor: its writer may still be writing to it.
             yield from self._read_to_end()
             yield from self._flush_partial()
             self.close()
-            if current is None or not self._open():
+            if not self._open():
                 return
         elif os.fstat(self.fd).st_size < self.offset:
             # Truncated in place: what was pending belongs to the old content.
@@ -169,6 +174,7 @@ def follow_batches(
     event_driven = watcher.kind == "inotify"
     try:
         interval = timing.min_poll_s
+        last_data = -timing.active_s
         next_done_check = time.monotonic()  # a job that is already over is not waited for
         while True:
             got_lines = False
@@ -181,10 +187,13 @@ def follow_batches(
                     yield from _batched(line for f in files for line in f.finish())
                     return
                 next_done_check = time.monotonic() + timing.done_interval_s
+            now = time.monotonic()
+            if got_lines:
+                last_data = now
             if event_driven:
                 interval = timing.max_poll_s
-            elif got_lines:
-                interval = timing.min_poll_s
+            elif now - last_data < timing.active_s:
+                interval = timing.min_poll_s  # a file is being written: keep looking often
             else:
                 interval = min(interval * 2, timing.max_poll_s)
             watcher.wait(min(interval, max(next_done_check - time.monotonic(), 0.0)))

@@ -34,8 +34,12 @@ REQUEUE_EXIT = 75
 _DETACH = """
 import os, subprocess, sys
 out, err, *argv = sys.argv[1:]
-with open(out, "ab") as out_file, open(err, "ab") as err_file:
-    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_file, stderr=err_file)
+try:
+    with open(out, "ab") as out_file, open(err, "ab") as err_file:
+        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_file, stderr=err_file)
+except OSError as error:
+    print(error, file=sys.stderr, flush=True)
+    os._exit(1)
 print(child.pid, flush=True)
 os._exit(0)
 """

@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from submitit.helpers import Checkpointable, CommandFunction, DelayedSubmission, JobEnvironment
+from submitit import JobEnvironment
+from submitit.helpers import Checkpointable, CommandFunction, DelayedSubmission
 
 PORT_BASE = 15000
 """docs/design.md "Ports": 15000 + N % 15000, N the job id's number."""

@@ -28,8 +28,8 @@ from jobkit.states import State
 from jobkit.store import SUBMITTING, JobRecord, Store
 
 CHEAP_POLL_BACKENDS = ("local", "ssh")
-"""Backends whose poll reads local files only: asked about the job every 0.5 s."""
-CHEAP_POLL_S = 0.5
+"""Backends whose poll reads local files only: asked about the job every second."""
+CHEAP_POLL_S = 1.0
 SCHEDULER_POLL_S = 3.0
 """Other backends (one squeue/qstat per poll): asked every 3 s while following."""
 

@@ -22,6 +22,7 @@ from jobkit.backends import processes
 from jobkit.backends.base import TrackedJob
 from jobkit.backends.ssh import clean_hosts, pgid_file
 from tests.backends.cli import Jobkit
+from tests.plugins.cluster import SshHosts
 
 pytestmark = pytest.mark.ssh
 
@@ -34,10 +35,10 @@ done
 """
 
 
-def job_processes_on(host: str, job_id: str) -> list[str]:
+def job_processes_on(hosts: SshHosts, host: str, job_id: str) -> list[str]:
     """The live processes of a job on `host`, seen over ssh."""
     done = subprocess.run(
-        ["ssh", "-o", "BatchMode=yes", host, shlex.join(["sh", "-c", _LIST_JOB, "list", job_id])],
+        hosts.argv(host, shlex.join(["sh", "-c", _LIST_JOB, "list", job_id])),
         capture_output=True,
         text=True,
         timeout=60,
@@ -47,20 +48,32 @@ def job_processes_on(host: str, job_id: str) -> list[str]:
 
 
 @pytest.fixture
-def jobkit(tmp_path: Path, ssh_hosts: tuple[str, ...]) -> Jobkit:
+def jobkit(tmp_path: Path, ssh_hosts: SshHosts) -> Jobkit:
     workdir = tmp_path / "work"
     workdir.mkdir()
     return Jobkit(workdir=workdir, home=tmp_path / "home")
 
 
-def write_spec(jobkit: Jobkit, name: str, code: str, hosts: tuple[str, ...]) -> str:
+def write_spec(jobkit: Jobkit, name: str, code: str, hosts: SshHosts) -> str:
+    """An ssh job on every host; the ssh settings come from the spec alone (not ~/.ssh/config)."""
     (jobkit.workdir / f"{name}.py").write_text(code)
     spec: dict[str, Any] = {
         "name": name,
         "backend": "ssh",
         "resources": {"nodes": len(hosts)},
         "launch": {"nproc_per_node": 1},
-        "ssh": {"hosts": list(hosts)},
+        "ssh": {
+            "hosts": list(hosts),
+            "port": hosts.port,
+            "user": "root",
+            "identity_file": str(hosts.key),
+            "options": [
+                f"UserKnownHostsFile={hosts.known_hosts}",
+                "StrictHostKeyChecking=yes",
+                "IdentitiesOnly=yes",
+                "CheckHostIP=no",
+            ],
+        },
         "env": {"venv": str(Path(sys.executable).parent.parent)},
         "run": {"command": ["python3", f"{name}.py"]},
     }
@@ -89,7 +102,7 @@ def wait_up(job: dict[str, Any], hosts: int) -> None:
 
 
 def test_an_ssh_job_is_tracked_and_followed_on_both_hosts(
-    jobkit: Jobkit, ssh_hosts: tuple[str, ...]
+    jobkit: Jobkit, ssh_hosts: SshHosts
 ) -> None:
     job = jobkit.submit(write_spec(jobkit, "printer", PRINT, ssh_hosts))
     assert job["backend"] == "ssh"
@@ -109,25 +122,26 @@ def test_an_ssh_job_is_tracked_and_followed_on_both_hosts(
     assert "jobkit: finished with exit code 0" in out.stdout.splitlines()
 
 
-def test_cancel_leaves_nothing_on_either_host(jobkit: Jobkit, ssh_hosts: tuple[str, ...]) -> None:
+def test_cancel_leaves_nothing_on_either_host(jobkit: Jobkit, ssh_hosts: SshHosts) -> None:
     job = jobkit.submit(write_spec(jobkit, "sleeper", SLEEP, ssh_hosts))
     job_id = job["jobkit_id"]
     follower = jobkit.start("logs", job_id, "-f")
     wait_up(job, len(ssh_hosts))
     for host in ssh_hosts:
-        assert job_processes_on(host, job_id), f"nothing of the job runs on {host}"
+        assert job_processes_on(ssh_hosts, host, job_id), f"nothing of the job runs on {host}"
     done = jobkit.run("cancel", job_id)
     assert done.returncode == 0, done.stderr
-    for host in ssh_hosts:
-        assert job_processes_on(host, job_id) == [], host
-        assert subprocess.run(["ssh", host, "test", "-e", pgid_file(job_id, 0)]).returncode != 0
+    for node, host in enumerate(ssh_hosts):
+        assert job_processes_on(ssh_hosts, host, job_id) == [], host
+        no_pgid = ssh_hosts.argv(host, "test", "!", "-e", pgid_file(job_id, node))
+        assert subprocess.run(no_pgid).returncode == 0
     _out, err = follower.communicate(timeout=60)
     assert "ended CANCELLED" in err
     assert jobkit.status(job_id)["state"] == "CANCELLED"
 
 
 def test_hosts_are_cleaned_over_ssh_when_the_launcher_died_uncleanly(
-    jobkit: Jobkit, ssh_hosts: tuple[str, ...]
+    jobkit: Jobkit, ssh_hosts: SshHosts
 ) -> None:
     """SIGKILL the launcher and its ssh clients: the torchruns on the hosts live on, and
     the per-host clean-up (over ssh, from the pgid files and the environment) stops them."""
@@ -140,7 +154,9 @@ def test_hosts_are_cleaned_over_ssh_when_the_launcher_died_uncleanly(
     processes.signal_processes(local, signal.SIGKILL)
     time.sleep(0.5)
     for host in ssh_hosts:
-        assert job_processes_on(host, job_id), f"the job on {host} died with its launcher"
+        assert job_processes_on(ssh_hosts, host, job_id), (
+            f"the job on {host} died with its launcher"
+        )
     tracked = TrackedJob(
         jobkit_id=job_id,
         scheduler_id=job["scheduler_id"],
@@ -154,5 +170,5 @@ def test_hosts_are_cleaned_over_ssh_when_the_launcher_died_uncleanly(
     assert {c.stdout for c in checks} <= {"stopped", "clean"}
     assert "stopped" in {c.stdout for c in checks}
     for host in ssh_hosts:
-        assert job_processes_on(host, job_id) == [], host
+        assert job_processes_on(ssh_hosts, host, job_id) == [], host
     assert jobkit.status(job_id)["state"] == "FAILED"  # no exit code, not cancelled by jobkit

@@ -17,6 +17,7 @@ from jobkit.backends.submitit import executor_parameters, folder_pattern, setup_
 from jobkit.errors import SpecError
 from jobkit.schema import JobSpec
 from tests.backends.cli import Jobkit
+from tests.plugins.cluster import SlurmCluster
 
 
 def spec(**fields: Any) -> JobSpec:
@@ -161,7 +162,7 @@ def test_the_trainer_callable_checkpoints_then_asks_to_be_requeued(tmp_path: Pat
 
 
 @pytest.fixture
-def jobkit(tmp_path: Path, slurm_cluster: None) -> Jobkit:
+def jobkit(tmp_path: Path, slurm_cluster: SlurmCluster) -> Jobkit:
     workdir = tmp_path / "work"
     workdir.mkdir()
     return Jobkit(workdir=workdir, home=tmp_path / "home")
