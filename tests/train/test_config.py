@@ -263,3 +263,13 @@ def test_global_batch_split_and_error() -> None:
 def test_lr_scaling(rule: str, factor: float) -> None:
     loaded = load_config("mlp", [f"optim.lr_scaling={rule}", "optim.lr=0.5"])
     assert scaled_lr(loaded.config, 4) == 0.5 * factor
+
+
+def test_every_key_is_documented() -> None:
+    from train.config import TrainerConfig
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "train.md").read_text()
+    for section, field in TrainerConfig.model_fields.items():
+        annotation = field.annotation
+        for key in getattr(annotation, "model_fields", {}):
+            assert f"| `{section}.{key}` |" in doc, f"{section}.{key} missing in docs/train.md"
