@@ -14,7 +14,7 @@ import os
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -628,9 +628,6 @@ class Store:
     def count(self) -> int:
         """How many jobs the registry holds."""
         return int(self._read("SELECT COUNT(*) FROM jobs")[0][0])
-
-    def __iter__(self) -> Iterator[JobRecord]:
-        return iter(self.list_jobs(recent_final_s=None))
 
 
 def scheduler_base_id(text: str) -> str:

@@ -74,7 +74,7 @@ def wait_until(
     job: str,
     done: Callable[[dict[str, Any]], bool],
     *,
-    timeout: float = 90,
+    timeout: float = 300,
     interval: float = 0.5,
 ) -> dict[str, Any]:
     """Poll `jobkit status JOB --json` until done(record) or fail after timeout."""
