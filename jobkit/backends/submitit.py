@@ -109,7 +109,13 @@ def executor_parameters(spec: JobSpec, token: str) -> dict[str, Any]:
     if sched.requeue:
         additional["requeue"] = True
     for line in sched.extra:
-        for word in shlex.split(line):
+        try:
+            split = shlex.split(line)
+        except ValueError as err:
+            raise SpecError(
+                f"cannot split {line!r} into words: {err}", key="scheduler.extra"
+            ) from None
+        for word in split:
             name, value = _directive(word)
             additional[name] = value
     if additional:
