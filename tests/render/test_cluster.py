@@ -9,6 +9,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from jobkit.render import render
 from tests.plugins.cluster import PbsCluster, SlurmCluster, SshHosts, sbatch, wait_slurm_job
 from tests.render.helpers import spec_from
 
-JOB_TIMEOUT_S = 300.0  # the cluster is shared with other tests: allow for queueing
+JOB_TIMEOUT_S = 480.0  # the cluster is shared with other tests: allow for queueing
 
 DDP = """\
 import os
@@ -47,6 +48,15 @@ signal.signal(signal.SIGUSR2, stop)
 print(f"rank {rank} started restart={os.environ.get('SLURM_RESTART_COUNT', '0')}", flush=True)
 time.sleep(600)
 """
+
+
+@pytest.fixture
+def cleanup() -> Iterator[list[str]]:
+    """Job ids to scancel after the test, whatever happened."""
+    ids: list[str] = []
+    yield ids
+    if ids:
+        subprocess.run(["scancel", *ids], check=False, capture_output=True)
 
 
 def _python_env() -> dict[str, Any]:
@@ -104,10 +114,13 @@ def _slurm_job(name: str, partition: str, **extra: Any) -> dict[str, Any]:
 
 
 @pytest.mark.slurm
-def test_two_node_torchrun_job(tmp_path: Path, slurm_cluster: SlurmCluster) -> None:
+def test_two_node_torchrun_job(
+    tmp_path: Path, slurm_cluster: SlurmCluster, cleanup: list[str]
+) -> None:
     workdir = _workdir(tmp_path, DDP)
     data = _slurm_job("two-node", slurm_cluster.partition, env={"vars": {"HOSTILE": "a'b $(x)"}})
     job_id = sbatch(str(_write(workdir, data)), cwd=workdir)
+    cleanup.append(job_id)
     end = wait_slurm_job(job_id, timeout=JOB_TIMEOUT_S)
     run_dir = workdir / "logs" / f"two-node-{job_id}"
     outputs = [(run_dir / f"node-{i}.out").read_text() for i in (0, 1)]
@@ -204,7 +217,9 @@ def test_sbatch_reads_quoted_directives_as_rendered(
 
 
 @pytest.mark.pbs
-def test_pbs_script_through_the_torque_wrappers(tmp_path: Path, pbs_cluster: PbsCluster) -> None:
+def test_pbs_script_through_the_torque_wrappers(
+    tmp_path: Path, pbs_cluster: PbsCluster, cleanup: list[str]
+) -> None:
     workdir = _workdir(tmp_path, DDP)
     data = {
         "name": "pbs-job",
@@ -216,15 +231,18 @@ def test_pbs_script_through_the_torque_wrappers(tmp_path: Path, pbs_cluster: Pbs
         "run": {"command": ["python3", "prog.py"]},
     }
     script = _write(workdir, data)
+    # Slurm's qsub wrapper passes the script path to sbatch unquoted: give it a plain name.
     done = subprocess.run(
-        [str(pbs_cluster.qsub), str(script)],
+        [str(pbs_cluster.qsub), script.name],
         cwd=workdir,
         capture_output=True,
         text=True,
-        check=True,
+        check=False,
         timeout=60,
     )
+    assert done.returncode == 0, done.stdout + done.stderr
     job_id = done.stdout.strip().split(".")[0]
+    cleanup.append(job_id)
     end = wait_slurm_job(job_id, timeout=JOB_TIMEOUT_S)
     out = (workdir / "logs" / f"pbs-job-{job_id}.out").read_text()
     run_dir = workdir / "logs" / f"pbs-job-{job_id}"
