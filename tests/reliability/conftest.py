@@ -1,0 +1,109 @@
+"""Fixtures for the reliability suite: a registry per test, the CLI in-process, counts, outages.
+
+Cluster tests carry the `slurm` / `ssh` markers and use the fixtures of
+tests/plugins/cluster.py. Fault injection stops a daemon of the shared test cluster through
+tests/cluster/ctl.sh and always starts it again (waiting until it answers) in a `finally`,
+so other tests running at the same time see at most a short outage.
+
+Every test that tries many things records how many with `tally(case, n)`; the counts are
+printed at the end of the run and, with JOBKIT_RELIABILITY_COUNTS=FILE, written as JSON
+(docs/reliability.md quotes them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from jobkit.cli import run as cli_run
+from tests.plugins.cluster import SlurmCluster
+from tests.reliability.helpers import CliResult
+
+COUNTS_ENV = "JOBKIT_RELIABILITY_COUNTS"
+_COUNTS = pytest.StashKey[dict[str, int]]()
+
+
+@pytest.fixture(autouse=True)
+def jobkit_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh registry folder for each test (JOBKIT_HOME)."""
+    home = tmp_path / "jobkit-home"
+    monkeypatch.setenv("JOBKIT_HOME", str(home))
+    monkeypatch.delenv("JOBKIT_DEBUG", raising=False)
+    return home
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A submission directory, made the current directory."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    return folder
+
+
+@pytest.fixture
+def jobkit(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """Run the CLI in this process: jobkit("status", "--all") -> CliResult."""
+
+    def invoke(*args: str) -> CliResult:
+        capsys.readouterr()
+        code = cli_run(list(args))
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return invoke
+
+
+@pytest.fixture
+def tally(request: pytest.FixtureRequest) -> Callable[[str, int], None]:
+    """tally(case, n): add n to the count of things tried for `case` (summed over the run)."""
+    counts = request.config.stash.setdefault(_COUNTS, {})
+
+    def add(case: str, n: int) -> None:
+        counts[case] = counts.get(case, 0) + n
+
+    return add
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the counts (and write them to JOBKIT_RELIABILITY_COUNTS when set)."""
+    counts = terminalreporter.config.stash.get(_COUNTS, {})
+    if not counts:
+        return
+    terminalreporter.section("reliability: what was tried")
+    for case, n in sorted(counts.items()):
+        terminalreporter.write_line(f"{n:8d}  {case}")
+    target = os.environ.get(COUNTS_ENV)
+    if target:
+        Path(target).write_text(json.dumps(counts, indent=1, sort_keys=True) + "\n")
+
+
+@pytest.fixture
+def outage(slurm_cluster: SlurmCluster) -> Iterator[Callable[[str], object]]:
+    """outage(DAEMON) is a context manager: the daemon is stopped inside, started after.
+
+    The start waits until the daemon answers (ctl.sh). Whatever happens in the test, every
+    daemon stopped here is running again when the test ends.
+    """
+    stopped: list[str] = []
+
+    @contextmanager
+    def down(daemon: str) -> Iterator[None]:
+        stopped.append(daemon)
+        slurm_cluster.ctl("stop", daemon)
+        try:
+            yield
+        finally:
+            slurm_cluster.ctl("start", daemon)
+            stopped.remove(daemon)
+
+    try:
+        yield down
+    finally:
+        for daemon in reversed(stopped):
+            slurm_cluster.ctl("start", daemon)
