@@ -261,7 +261,7 @@ def _check_backend_limits(spec: JobSpec) -> None:
 
 def _check_sbatch_lines(script: str) -> None:
     """An #SBATCH line starting with the word hetjob (or packjob) splits the job in two."""
-    for number, line in enumerate(script.splitlines(), start=1):
+    for number, line in enumerate(script.split("\n"), start=1):
         if _HETJOB_LINE.match(line):
             raise SpecError(
                 f"line {number} of the script ({line!r}) would make a heterogeneous job, which"
@@ -272,7 +272,9 @@ def _check_sbatch_lines(script: str) -> None:
 
 def _environment(template_dir: Path | None) -> jinja2.Environment:
     builtin = templates_dir()
-    search = [jinja2.PrefixLoader({BUILTIN_PREFIX: jinja2.FileSystemLoader(builtin)})]
+    search: list[jinja2.BaseLoader] = [
+        jinja2.PrefixLoader({BUILTIN_PREFIX: jinja2.FileSystemLoader(builtin)})
+    ]
     if template_dir is not None:
         search.append(jinja2.FileSystemLoader(template_dir))
     search.append(jinja2.FileSystemLoader(builtin))

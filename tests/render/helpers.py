@@ -94,7 +94,7 @@ def shellcheck(script: str) -> None:
 def directive_lines(script: str, prefix: str) -> list[list[str]]:
     """The words of each `#SBATCH` / `#PBS` line, read with POSIX shell quoting (shlex)."""
     lines = []
-    for line in script.splitlines():
+    for line in script.split("\n"):  # sbatch and qsub break lines at \n only
         if line.startswith(prefix + " "):
             lines.append(shlex.split(line[len(prefix) :]))
     return lines

@@ -40,6 +40,7 @@ HOSTILE = [
     "back\\slash\\",
     'dq"$HOME${PATH}\\"',
     "ünï→code ✓",
+    "vt\x0bff\x0cls\u2028nel\x85tab\t",
     "-leading-dash",
     "*",
     "~user",
