@@ -66,7 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.check:
             from train.check import run_check
 
-            distributed = loaded.config.distributed if loaded else DistributedConfig()
+            distributed = (
+                loaded.config.distributed if loaded else DistributedConfig.model_validate({})
+            )
             device = loaded.config.train.device if loaded else "auto"
             return run_check(env, distributed, device)
         assert loaded is not None

@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 import re
 import signal
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import (
@@ -195,18 +196,26 @@ class LoggingConfig(Section):
     metrics: bool = True
 
 
+SectionT = TypeVar("SectionT", bound=Section)
+
+
+def _defaults(section: type[SectionT]) -> Callable[[], SectionT]:
+    """A default factory: the section with all its defaults."""
+    return lambda: section.model_validate({})
+
+
 class TrainerConfig(Section):
     """The whole trainer config."""
 
     name: str = Field("run", pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
-    model: ModelConfig = Field(default_factory=ModelConfig)
-    data: DataConfig = Field(default_factory=DataConfig)
-    optim: OptimConfig = Field(default_factory=OptimConfig)
-    train: TrainConfig = Field(default_factory=TrainConfig)
-    amp: AmpConfig = Field(default_factory=AmpConfig)
-    distributed: DistributedConfig = Field(default_factory=DistributedConfig)
-    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
-    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    model: ModelConfig = Field(default_factory=_defaults(ModelConfig))
+    data: DataConfig = Field(default_factory=_defaults(DataConfig))
+    optim: OptimConfig = Field(default_factory=_defaults(OptimConfig))
+    train: TrainConfig = Field(default_factory=_defaults(TrainConfig))
+    amp: AmpConfig = Field(default_factory=_defaults(AmpConfig))
+    distributed: DistributedConfig = Field(default_factory=_defaults(DistributedConfig))
+    checkpoint: CheckpointConfig = Field(default_factory=_defaults(CheckpointConfig))
+    logging: LoggingConfig = Field(default_factory=_defaults(LoggingConfig))
 
     @model_validator(mode="after")
     def _batch_size_given_once(self) -> TrainerConfig:
@@ -359,7 +368,7 @@ def _apply_set(data: dict[str, Any], item: str, sources: _Sources) -> None:
     sources.set_keys[path] = key
 
 
-def _describe_error(error: dict[str, Any], model: type[BaseModel], path: KeyPath) -> str:
+def _describe_error(error: Any, model: type[BaseModel], path: KeyPath) -> str:
     kind = error["type"]
     got = error.get("input")
     ctx = error.get("ctx") or {}

@@ -74,7 +74,8 @@ def init_process_group(env: LaunchEnv, backend: str, device: torch.device, timeo
     spec = "cpu:gloo,cuda:nccl" if backend == "nccl" else backend
     timeout = datetime.timedelta(seconds=timeout_s)
     if env.world_size == 1:
-        dist.init_process_group(spec, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout)
+        store = dist.HashStore()  # type: ignore[attr-defined]
+        dist.init_process_group(spec, store=store, rank=0, world_size=1, timeout=timeout)
         return
     apply_to_environ(env)
     dist.init_process_group(

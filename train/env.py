@@ -113,7 +113,7 @@ class _Vars:
                 return value
         return None
 
-    def int(self, *names: str, default: int | None = None) -> int:
+    def integer(self, *names: str, default: int | None = None) -> int:
         """The first of `names` that is set, as a non-negative integer."""
         for name in names:
             value = self.environ.get(name, "").strip()
@@ -128,7 +128,7 @@ class _Vars:
     def opt_int(self, *names: str) -> int | None:
         for name in names:
             if self.has(name):
-                return self.int(name)
+                return self.integer(name)
         return None
 
 
@@ -137,12 +137,12 @@ def _job_id(env: _Vars) -> str | None:
 
 
 def _restart_count(env: _Vars) -> int:
-    return env.int("SLURM_RESTART_COUNT", "PBS_RUN_COUNT", default=0)
+    return env.integer("SLURM_RESTART_COUNT", "PBS_RUN_COUNT", default=0)
 
 
 def _port(env: _Vars, job_id: str | None) -> int:
     if env.has("MASTER_PORT"):
-        port = env.int("MASTER_PORT")
+        port = env.integer("MASTER_PORT")
         if not 1 <= port <= 65535:
             raise LaunchEnvError(f"MASTER_PORT={port} is not a port number (1-65535)")
         return port
@@ -248,7 +248,7 @@ def _check_srun_torchrun(env: _Vars, torchrun_nodes: int) -> None:
     elif step_tasks is not None and step_nodes is not None:
         several = step_tasks > step_nodes
     else:
-        several = env.int("SLURM_NTASKS_PER_NODE", default=1) > 1
+        several = env.integer("SLURM_NTASKS_PER_NODE", default=1) > 1
     if several:
         shown = per_node_text or env.text("SLURM_NTASKS_PER_NODE") or f"{step_tasks} tasks"
         raise LaunchEnvError(
@@ -267,8 +267,8 @@ def _check_srun_torchrun(env: _Vars, torchrun_nodes: int) -> None:
 def _from_torchelastic(env: _Vars, resolve: Resolver, read_text: Reader) -> LaunchEnv | None:
     if not env.has("TORCHELASTIC_RUN_ID"):
         return None
-    world = env.int("WORLD_SIZE")
-    local_world = env.int("LOCAL_WORLD_SIZE")
+    world = env.integer("WORLD_SIZE")
+    local_world = env.integer("LOCAL_WORLD_SIZE")
     nodes = env.opt_int("GROUP_WORLD_SIZE")
     if nodes is None:
         nodes = max(1, world // max(local_world, 1))
@@ -276,11 +276,11 @@ def _from_torchelastic(env: _Vars, resolve: Resolver, read_text: Reader) -> Laun
     job_id = _job_id(env)
     result = LaunchEnv(
         launcher="torchrun",
-        rank=env.int("RANK"),
-        local_rank=env.int("LOCAL_RANK"),
+        rank=env.integer("RANK"),
+        local_rank=env.integer("LOCAL_RANK"),
         world_size=world,
         local_world_size=local_world,
-        node_rank=env.int("GROUP_RANK", default=0),
+        node_rank=env.integer("GROUP_RANK", default=0),
         num_nodes=nodes,
         master_addr=_master_addr(env, [], nodes, resolve, "torchrun"),
         master_port=_port(env, job_id),
@@ -293,11 +293,11 @@ def _from_torchelastic(env: _Vars, resolve: Resolver, read_text: Reader) -> Laun
 def _from_plain_env(env: _Vars, resolve: Resolver, read_text: Reader) -> LaunchEnv | None:
     if not env.has("RANK", "WORLD_SIZE"):
         return None
-    world = env.int("WORLD_SIZE")
-    rank = env.int("RANK")
-    local_world = env.int("LOCAL_WORLD_SIZE", default=world)
-    local_rank = env.int("LOCAL_RANK", default=rank % max(local_world, 1))
-    nodes = env.int("GROUP_WORLD_SIZE", default=max(1, -(-world // max(local_world, 1))))
+    world = env.integer("WORLD_SIZE")
+    rank = env.integer("RANK")
+    local_world = env.integer("LOCAL_WORLD_SIZE", default=world)
+    local_rank = env.integer("LOCAL_RANK", default=rank % max(local_world, 1))
+    nodes = env.integer("GROUP_WORLD_SIZE", default=max(1, -(-world // max(local_world, 1))))
     hosts = _allocation_hosts(env, read_text)
     job_id = _job_id(env)
     result = LaunchEnv(
@@ -306,7 +306,7 @@ def _from_plain_env(env: _Vars, resolve: Resolver, read_text: Reader) -> LaunchE
         local_rank=local_rank,
         world_size=world,
         local_world_size=local_world,
-        node_rank=env.int("GROUP_RANK", default=rank // max(local_world, 1)),
+        node_rank=env.integer("GROUP_RANK", default=rank // max(local_world, 1)),
         num_nodes=nodes,
         master_addr=_master_addr(env, hosts, nodes, resolve, "env"),
         master_port=_port(env, job_id),
@@ -356,10 +356,10 @@ def _mpi_env(
 def _from_openmpi(env: _Vars, resolve: Resolver, read_text: Reader) -> LaunchEnv | None:
     if not env.has("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"):
         return None
-    world = env.int("OMPI_COMM_WORLD_SIZE")
-    rank = env.int("OMPI_COMM_WORLD_RANK")
-    local_world = env.int("OMPI_COMM_WORLD_LOCAL_SIZE", default=world)
-    local_rank = env.int("OMPI_COMM_WORLD_LOCAL_RANK", default=rank % max(local_world, 1))
+    world = env.integer("OMPI_COMM_WORLD_SIZE")
+    rank = env.integer("OMPI_COMM_WORLD_RANK")
+    local_world = env.integer("OMPI_COMM_WORLD_LOCAL_SIZE", default=world)
+    local_rank = env.integer("OMPI_COMM_WORLD_LOCAL_RANK", default=rank % max(local_world, 1))
     names = ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "node rank")
     return _mpi_env("openmpi", env, rank, world, local_rank, local_world, names, resolve, read_text)
 
@@ -369,11 +369,11 @@ def _from_pmi(env: _Vars, resolve: Resolver, read_text: Reader) -> LaunchEnv | N
         return None
     if not env.has("MPI_LOCALRANKID") and _slurm_step_active(env):
         return None  # srun --mpi=pmi2 started us directly: Slurm's variables are exact
-    world = env.int("PMI_SIZE")
-    rank = env.int("PMI_RANK")
+    world = env.integer("PMI_SIZE")
+    rank = env.integer("PMI_RANK")
     if env.has("MPI_LOCALRANKID"):
-        local_rank = env.int("MPI_LOCALRANKID")
-        local_world = env.int("MPI_LOCALNRANKS", "PMI_LOCAL_SIZE", default=world)
+        local_rank = env.integer("MPI_LOCALRANKID")
+        local_world = env.integer("MPI_LOCALNRANKS", "PMI_LOCAL_SIZE", default=world)
     elif len(_allocation_hosts(env, read_text)) > 1:
         raise LaunchEnvError(
             "PMI_RANK is set but the launcher gave no local rank (MPI_LOCALRANKID) on a"
@@ -393,7 +393,7 @@ def _slurm_tasks_per_node(env: _Vars, world: int, nodes: int) -> list[int]:
             counts = expand_tasks_per_node(text)
             source = text
         elif env.has("SLURM_NTASKS_PER_NODE"):
-            counts = [env.int("SLURM_NTASKS_PER_NODE")] * nodes
+            counts = [env.integer("SLURM_NTASKS_PER_NODE")] * nodes
             source = f"SLURM_NTASKS_PER_NODE={counts[0]}"
         else:
             counts = [-(-world // nodes)] * nodes
@@ -411,11 +411,11 @@ def _slurm_tasks_per_node(env: _Vars, world: int, nodes: int) -> list[int]:
 def _from_slurm(env: _Vars, resolve: Resolver, read_text: Reader) -> LaunchEnv | None:
     if not env.has("SLURM_PROCID") or not _slurm_step_active(env):
         return None
-    world = env.int("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS")
-    rank = env.int("SLURM_PROCID")
-    if env.has("PMI_RANK") and env.int("PMI_RANK") != rank:
+    world = env.integer("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS")
+    rank = env.integer("SLURM_PROCID")
+    if env.has("PMI_RANK") and env.integer("PMI_RANK") != rank:
         raise LaunchEnvError(
-            f"PMI_RANK={env.int('PMI_RANK')} differs from SLURM_PROCID={rank}: an MPI launcher"
+            f"PMI_RANK={env.integer('PMI_RANK')} differs from SLURM_PROCID={rank}: an MPI launcher"
             " inside srun without MPI_LOCALRANKID; start the ranks with srun alone"
         )
     try:
@@ -423,7 +423,7 @@ def _from_slurm(env: _Vars, resolve: Resolver, read_text: Reader) -> LaunchEnv |
         hosts = expand_hostlist(nodelist or "")
     except HostlistError as err:
         raise LaunchEnvError(str(err)) from None
-    nodes = env.int(
+    nodes = env.integer(
         "SLURM_STEP_NUM_NODES", "SLURM_JOB_NUM_NODES", "SLURM_NNODES", default=len(hosts) or 1
     )
     if hosts and len(hosts) != nodes:
@@ -434,14 +434,14 @@ def _from_slurm(env: _Vars, resolve: Resolver, read_text: Reader) -> LaunchEnv |
     job_tasks = env.opt_int("SLURM_NTASKS")
     if step_tasks is None and job_tasks is not None and job_tasks != world:
         raise LaunchEnvError(f"SLURM_NTASKS={job_tasks} differs from the step's {world} tasks")
-    node_rank = env.int("SLURM_NODEID")
+    node_rank = env.integer("SLURM_NODEID")
     counts = _slurm_tasks_per_node(env, world, nodes)
     local_world = counts[node_rank] if node_rank < len(counts) else 0
     job_id = _job_id(env)
     result = LaunchEnv(
         launcher="slurm",
         rank=rank,
-        local_rank=env.int("SLURM_LOCALID"),
+        local_rank=env.integer("SLURM_LOCALID"),
         world_size=world,
         local_world_size=local_world,
         node_rank=node_rank,
@@ -458,7 +458,7 @@ def _from_pbs(env: _Vars, resolve: Resolver, read_text: Reader) -> LaunchEnv | N
     if not env.has("PBS_JOBID", "PBS_NODEFILE", "PBS_VNODENUM"):
         return None
     slots = _pbs_nodefile_lines(env, read_text)
-    rank = env.int("PBS_VNODENUM")
+    rank = env.integer("PBS_VNODENUM")
     if rank >= len(slots):
         raise LaunchEnvError(
             f"PBS_VNODENUM={rank} is not below the {len(slots)} lines of PBS_NODEFILE"

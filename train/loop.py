@@ -312,8 +312,9 @@ class Trainer:
 
         seed_everything(config.train.seed)  # same model init and data on every rank
         self._build_data_and_model()
+        self.dataset_size = len(self.dataset)  # type: ignore[arg-type]  # checked Sized
         self.batch_size, global_batch = per_rank_batch(self.loaded, env.world_size)
-        self.sampler = DistributedSampler(
+        self.sampler: DistributedSampler[Any] = DistributedSampler(
             self.dataset,
             num_replicas=env.world_size,
             rank=env.rank,
@@ -336,7 +337,7 @@ class Trainer:
             )
             raise self.loaded.error(
                 key,
-                f"the dataset has {len(self.dataset)} samples, fewer than one batch of"
+                f"the dataset has {self.dataset_size} samples, fewer than one batch of"
                 f" {self.batch_size} per rank on {env.world_size} ranks",
             )
         self._seed_per_rank()
@@ -382,7 +383,7 @@ class Trainer:
             f" optimizer step (global); lr {self.lr:g} ({config.optim.lr_scaling} scaling)"
         )
         log.info(
-            f"data: {len(self.dataset)} samples, {self.stream.batches_per_epoch} batches per"
+            f"data: {self.dataset_size} samples, {self.stream.batches_per_epoch} batches per"
             f" epoch per rank; params: {sum(p.numel() for p in self.model.parameters())}"
         )
         return start_step
@@ -409,9 +410,8 @@ class Trainer:
                     loss = compute_loss(config.model.loss, outputs, targets)
                 scaled = loss / accum
                 if self.scaler.is_enabled():
-                    self.scaler.scale(scaled).backward()
-                else:
-                    scaled.backward()
+                    scaled = self.scaler.scale(scaled)
+                torch.autograd.backward(scaled)
             loss_sum += loss.detach().float()
         if self.scaler.is_enabled():
             self.scaler.unscale_(self.optimizer)
@@ -470,7 +470,7 @@ class Trainer:
         log_every = config.logging.every_steps
         every = config.checkpoint.every_steps
         while step < total:
-            lr = self.scheduler.get_last_lr()[0]
+            lr = float(self.scheduler.get_last_lr()[0])
             grad_norm = self._train_step()
             step += 1
             interval_steps += 1

@@ -31,7 +31,8 @@ class MlpClassifier(nn.Module):
         self.net = nn.Sequential(*layers)
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        return self.net(inputs)
+        logits: torch.Tensor = self.net(inputs)
+        return logits
 
 
 class _Block(nn.Module):
@@ -55,11 +56,13 @@ class _Block(nn.Module):
             t.view(batch, length, self.n_heads, width // self.n_heads).transpose(1, 2)
             for t in (q, k, v)
         ]
+        query, key, value = heads
         attn = F.scaled_dot_product_attention(
-            *heads, is_causal=True, dropout_p=self.dropout if self.training else 0.0
+            query, key, value, is_causal=True, dropout_p=self.dropout if self.training else 0.0
         )
         x = x + self.drop(self.proj(attn.transpose(1, 2).reshape(batch, length, width)))
-        return x + self.drop(self.ff(self.norm2(x)))
+        out: torch.Tensor = x + self.drop(self.ff(self.norm2(x)))
+        return out
 
 
 class CharTransformer(nn.Module):
@@ -95,7 +98,8 @@ class CharTransformer(nn.Module):
                 x = checkpoint(block, x, use_reentrant=False)
             else:
                 x = block(x)
-        return self.head(self.norm(x))
+        logits: torch.Tensor = self.head(self.norm(x))
+        return logits
 
 
 class ModelBuildError(Exception):

@@ -11,7 +11,9 @@ from torch.optim.lr_scheduler import LambdaLR
 from train.config import OptimConfig
 
 
-def build_optimizer(params: Iterable[torch.nn.Parameter], config: OptimConfig, lr: float):
+def build_optimizer(
+    params: Iterable[torch.nn.Parameter], config: OptimConfig, lr: float
+) -> torch.optim.Optimizer:
     """AdamW or SGD over `params` at learning rate `lr` (already scaled for the world size)."""
     if config.name == "adamw":
         return torch.optim.AdamW(
@@ -38,6 +40,8 @@ def lr_factor(step: int, total_steps: int, config: OptimConfig) -> float:
     return config.min_lr_ratio + (1.0 - config.min_lr_ratio) * cosine
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, config: OptimConfig, total_steps: int):
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, config: OptimConfig, total_steps: int
+) -> LambdaLR:
     """A LambdaLR stepping once per optimizer step."""
     return LambdaLR(optimizer, lambda step: lr_factor(step, total_steps, config))

@@ -24,4 +24,5 @@ def load_factory(import_path: str) -> Callable[..., Any]:
         target = getattr(target, part)
     if not callable(target):
         raise PluginError(f"{import_path!r} is not callable")
-    return target
+    factory: Callable[..., Any] = target
+    return factory

@@ -20,9 +20,10 @@ def seed_everything(seed: int) -> None:
 
 def capture_rng() -> dict[str, Any]:
     """This process's generator states, loadable with torch.load(weights_only=True)."""
+    cuda_ready = torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else [],
+        "cuda": torch.cuda.get_rng_state_all() if cuda_ready else [],
         "python": random.getstate(),
         "numpy": None,
     }

@@ -19,6 +19,7 @@ SCRIPT = """#!/bin/bash
 #SBATCH --nodes=2
 #SBATCH --ntasks-per-node=1
 #SBATCH --time=5
+#SBATCH --job-name=train-two-nodes
 #SBATCH --output={out}/slurm-%j.out
 set -eu
 cd {out}
@@ -48,7 +49,9 @@ def test_srun_and_torchrun_under_srun_on_two_nodes(slurm_cluster, wait_slurm_job
     end = wait_slurm_job(job_id, timeout=300)
     output = (tmp_path / f"slurm-{job_id}.out").read_text()
     assert end.state == "COMPLETED", output[-3000:]
-    first = re.search(r"^first host (\S+)$", output, re.M)[1]
+    found = re.search(r"^first host (\S+)$", output, re.M)
+    assert found, output[-3000:]
+    first = found[1]
 
     port = 15000 + int(job_id) % 15000  # docs/design.md "Ports"
     for rank in (0, 1):
