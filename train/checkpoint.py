@@ -107,6 +107,14 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     return state
 
 
+def set_aside(path: Path) -> Path:
+    """Rename an unusable checkpoint to NAME.corrupt, so it no longer counts as the newest
+    (keep-last-N would otherwise keep it and delete good ones); returns the new path."""
+    target = path.with_name(path.name + ".corrupt")
+    os.replace(path, target)
+    return target
+
+
 def find_latest_valid(
     folder: Path, on_skip: Callable[[Path, str], None]
 ) -> tuple[Path, dict[str, Any]] | None:

@@ -170,16 +170,11 @@ class Trainer:
     def _choose_checkpoint(self) -> tuple[Path, dict[str, Any]] | None:
         """Rank 0 picks the checkpoint to resume from; every rank loads that same file."""
         resume = self.config.checkpoint.resume
-        if resume == "never":
-            return None
         chosen: tuple[Path, dict[str, Any]] | None = None
         error = ""
-        if self.env.is_main:
+        if self.env.is_main and resume != "never":
             if resume == "auto":
-                chosen = ckpt.find_latest_valid(
-                    self.paths.checkpoint_dir,
-                    lambda path, why: self.log.info(f"skipping checkpoint {path}: {why}"),
-                )
+                chosen = ckpt.find_latest_valid(self.paths.checkpoint_dir, self._skip)
                 if chosen is None:
                     self.log.info(
                         f"no checkpoint found in {self.paths.checkpoint_dir}: starting from step 0"
@@ -189,6 +184,8 @@ class Trainer:
                     chosen = Path(resume), ckpt.load_checkpoint(Path(resume))
                 except ckpt.CheckpointError as err:
                     error = f"{resume} {err}"
+        if self.env.is_main and not error and resume != "auto":
+            error = self._foreign_checkpoints(int(chosen[1]["step"]) if chosen else 0)
         error = broadcast_object(error)
         if error:
             raise self.loaded.error("checkpoint.resume", error)
@@ -210,6 +207,26 @@ class Trainer:
                 " file system every node shares"
             )
         return chosen
+
+    def _skip(self, path: Path, why: str) -> None:
+        """An unusable checkpoint met while resuming: log it and set it aside."""
+        try:
+            moved = f" (renamed to {ckpt.set_aside(path).name})"
+        except OSError as err:
+            moved = f" (could not rename it: {err.strerror})"
+        self.log.info(f"skipping checkpoint {path}: {why}{moved}")
+
+    def _foreign_checkpoints(self, start_step: int) -> str:
+        """An error when the folder holds checkpoints newer than this run's start: they
+        would outrank this run's own under keep_last and on the next `resume: auto`."""
+        found = ckpt.list_checkpoints(self.paths.checkpoint_dir)
+        if found and found[0][0] > start_step:
+            return (
+                f"{self.config.checkpoint.resume}: {self.paths.checkpoint_dir} already holds"
+                f" checkpoints up to step {found[0][0]}, newer than this run's start (step"
+                f" {start_step}); use resume: auto, another checkpoint.dir, or remove them"
+            )
+        return ""
 
     # checkpoints
 

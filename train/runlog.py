@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -45,9 +46,13 @@ class RunLog:
         self.info(f"warning: {message}")
 
     def metrics(self, record: dict[str, Any]) -> None:
-        """One JSON line in metrics.jsonl (rank 0 only)."""
+        """One JSON line in metrics.jsonl (rank 0 only); NaN and infinities become null."""
         if self._metrics is not None:
-            self._metrics.write(json.dumps(record, sort_keys=False) + "\n")
+            clean = {
+                key: None if isinstance(value, float) and not math.isfinite(value) else value
+                for key, value in record.items()
+            }
+            self._metrics.write(json.dumps(clean, allow_nan=False) + "\n")
 
     def close(self) -> None:
         """Flush and close the files."""

@@ -186,8 +186,12 @@ def test_corrupt_or_partial_newest_checkpoint_is_skipped(launcher: Launcher) -> 
     skipped = re.findall(r"^skipping checkpoint (\S+): (.+)$", resumed.stdout, re.M)
     assert [Path(path).name for path, _ in skipped] == ["step-00000011.pt", "step-00000010.pt"]
     assert all(why.startswith("cannot be loaded: ") for _, why in skipped)
+    assert skipped[0][1].endswith("(renamed to step-00000011.pt.corrupt)")
     assert RESUMED.findall(resumed.stdout) == ["5"]
     assert resumed.stdout.count("\nstep ") == 7
+    # set aside, so keep_last cannot prefer them over this run's own checkpoints
+    assert [s for s, _ in list_checkpoints(folder)] == [12, 5]
+    assert (folder / "step-00000010.pt.corrupt").exists()
 
 
 def test_resume_from_an_explicit_path_and_a_bad_one(launcher: Launcher) -> None:
@@ -211,3 +215,16 @@ def test_already_complete_run_reports_its_final_loss(launcher: Launcher) -> None
     assert again.returncode == 0, again.explain()
     assert "training already complete at step 4 (train.steps = 4)" in again.stdout
     assert again.final_loss == first.final_loss != ""
+
+
+def test_a_fresh_run_refuses_a_folder_with_newer_checkpoints(launcher: Launcher) -> None:
+    first = launcher.run("reuse", "mlp", (*SMALL_MLP, "train.steps=4"))
+    assert first.returncode == 0, first.explain()
+    again = launcher.run("reuse", "mlp", (*SMALL_MLP, "train.steps=4", "checkpoint.resume=never"))
+    assert again.returncode == 2
+    folder = again.run_dir / "checkpoints"
+    assert again.stderr.splitlines()[-1] == (
+        f"--set checkpoint.resume: never: {folder} already holds checkpoints up to step 4,"
+        " newer than this run's start (step 0); use resume: auto, another checkpoint.dir,"
+        " or remove them"
+    )
