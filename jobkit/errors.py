@@ -35,7 +35,9 @@ class SpecError(JobkitError):
     def show(self) -> str:
         where = ""
         if self.file:
-            where = self.file + (f":{self.line}" if self.line else "") + ": "
+            # A file name with a newline or an escape sequence is shown quoted: one line.
+            name = self.file if self.file.isprintable() else repr(self.file)
+            where = name + (f":{self.line}" if self.line else "") + ": "
         key = f"{self.key}: " if self.key else ""
         return f"{where}{key}{self.message}"
 
