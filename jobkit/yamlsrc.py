@@ -24,6 +24,10 @@ MAX_FILE_BYTES = 1024 * 1024
 MAX_NODES = 100_000
 """Bound on values built, so an alias bomb (billion laughs) cannot exhaust memory."""
 
+MAX_DEPTH = 64
+"""Nesting levels at most (a job spec has about five): deeper input is refused with a line,
+before Python's recursion limit turns it into a crash."""
+
 MERGE_KEY = "<<"
 
 
@@ -142,6 +146,8 @@ def _compose(text: str, file: str, *, with_line: bool = True) -> yaml.Node | Non
         raise SpecError(message, file=file, line=line) from None
     try:
         return loader.get_single_node()
+    except RecursionError:
+        raise _too_deep(text, file, with_line) from None
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         problem = err.problem or err.context or "cannot be parsed"
@@ -153,6 +159,26 @@ def _compose(text: str, file: str, *, with_line: bool = True) -> yaml.Node | Non
         raise SpecError(f"invalid YAML: {_one_line(str(err))}", file=file) from None
     finally:
         loader.dispose()
+
+
+def _too_deep(text: str, file: str, with_line: bool) -> SpecError:
+    """The error for input nested deeper than MAX_DEPTH, at the line where it gets too deep
+    (found with the event parser, which does not recurse)."""
+    line = None
+    if with_line:
+        depth = 0
+        try:
+            for event in yaml.parse(text, Loader=yaml.SafeLoader):
+                if isinstance(event, yaml.CollectionStartEvent):
+                    depth += 1
+                    if depth > MAX_DEPTH:
+                        line = event.start_mark.line + 1
+                        break
+                elif isinstance(event, yaml.CollectionEndEvent):
+                    depth -= 1
+        except yaml.YAMLError:
+            pass
+    return SpecError(f"nested more than {MAX_DEPTH} levels deep", file=file, line=line)
 
 
 class _Builder:
@@ -173,6 +199,8 @@ class _Builder:
 
     def build(self, node: yaml.Node, path: KeyPath) -> Any:
         self.count += 1
+        if len(path) > MAX_DEPTH:
+            raise self.error(f"nested more than {MAX_DEPTH} levels deep", node)
         if self.count > MAX_NODES:
             raise self.error(f"too many values (over {MAX_NODES}; an alias loop?)", node)
         if isinstance(node, yaml.ScalarNode):
