@@ -11,7 +11,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from train.config import DataConfig
-from train.plugins import load_factory
+from train.plugins import PluginError, call_factory
 
 BUNDLED_CORPUS = Path(__file__).resolve().parent / "data" / "corpus.txt"
 
@@ -69,9 +69,12 @@ def build_dataset(config: DataConfig) -> tuple[Dataset, dict[str, Any]]:
     elif config.name == "chars":
         dataset = CharWindows(**config.args)
     else:
-        dataset = load_factory(config.name)(**config.args)
-    if not isinstance(dataset, Sized):
-        raise TypeError(f"data.name {config.name}: the factory must return a sized Dataset")
+        dataset = call_factory(config.name, **config.args)
+    if not isinstance(dataset, Sized) or not hasattr(dataset, "__getitem__"):
+        raise PluginError(
+            f"{config.name} returned {type(dataset).__name__}, not a map-style Dataset"
+            " (with __len__ and __getitem__)"
+        )
     info = dict(getattr(dataset, "info", None) or {})
     return dataset, info
 

@@ -21,6 +21,7 @@ from train import checkpoint as ckpt
 from train.config import LoadedConfig, TrainerConfig, per_rank_batch, scaled_lr
 from train.data import BatchStream, build_dataset
 from train.dist import (
+    DistSetupError,
     broadcast_object,
     choose_backend,
     choose_device,
@@ -32,7 +33,7 @@ from train.dist import (
 from train.env import LaunchEnv
 from train.models import ModelBuildError, build_model, compute_loss
 from train.optim import build_optimizer, build_scheduler
-from train.plugins import PluginError
+from train.plugins import PluginArgsError, PluginError
 from train.preempt import StopRequest
 from train.rng import capture_rng, restore_rng, seed_everything
 from train.runlog import RunLog
@@ -117,7 +118,7 @@ class Trainer:
         try:
             self.device = choose_device(config.train.device, self.env)
             backend = choose_backend(config.distributed.backend, self.device)
-        except Exception as err:
+        except DistSetupError as err:
             raise TrainSetupError(str(err)) from None
         init_process_group(self.env, backend, self.device, config.distributed.timeout)
         self.backend = backend
@@ -156,16 +157,24 @@ class Trainer:
 
     def _build_data_and_model(self) -> None:
         config = self.config
+        # A plug-in that cannot be found is a config error (one line); an exception raised
+        # inside the user's own factory keeps its traceback.
         try:
             self.dataset, self.info = build_dataset(config.data)
-        except (PluginError, OSError, TypeError, ValueError) as err:
-            key = "data.args" if isinstance(err, (OSError, TypeError)) else "data.name"
-            raise self.loaded.error(key, str(err).splitlines()[0]) from None
+        except PluginArgsError as err:
+            raise self.loaded.error("data.args", str(err)) from None
+        except PluginError as err:
+            raise self.loaded.error("data.name", str(err)) from None
+        except OSError as err:
+            if config.data.name != "chars":
+                raise
+            raise self.loaded.error("data.args.path", f"cannot read the text: {err}") from None
         try:
             self.model = build_model(config.model, self.info)
-        except (PluginError, ModelBuildError, TypeError) as err:
-            key = "model.args" if isinstance(err, TypeError) else "model.name"
-            raise self.loaded.error(key, str(err).splitlines()[0]) from None
+        except PluginArgsError as err:
+            raise self.loaded.error("model.args", str(err)) from None
+        except (PluginError, ModelBuildError) as err:
+            raise self.loaded.error("model.name", str(err)) from None
 
     def _choose_checkpoint(self) -> tuple[Path, dict[str, Any]] | None:
         """Rank 0 picks the checkpoint to resume from; every rank loads that same file."""

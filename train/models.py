@@ -10,7 +10,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from train.config import ModelConfig
-from train.plugins import load_factory
+from train.plugins import call_factory
 
 
 class MlpClassifier(nn.Module):
@@ -110,7 +110,7 @@ def _need(info: dict[str, Any], keys: tuple[str, ...], model: str) -> list[Any]:
     missing = [key for key in keys if key not in info]
     if missing:
         raise ModelBuildError(
-            f"model.name {model} needs the dataset to give {', '.join(missing)} in its `info`"
+            f"{model} needs the dataset to give {', '.join(missing)} in its `info`"
             f" dict (it gives: {', '.join(sorted(info)) or 'nothing'})"
         )
     return [info[key] for key in keys]
@@ -130,11 +130,9 @@ def build_model(config: ModelConfig, info: dict[str, Any]) -> nn.Module:
         return CharTransformer(
             vocab, context, **config.args, activation_checkpointing=config.activation_checkpointing
         )
-    model = load_factory(config.name)(info, **config.args)
+    model = call_factory(config.name, info, **config.args)
     if not isinstance(model, nn.Module):
-        raise ModelBuildError(
-            f"model.name {config.name} returned {type(model).__name__}, not an nn.Module"
-        )
+        raise ModelBuildError(f"{config.name} returned {type(model).__name__}, not an nn.Module")
     return model
 
 

@@ -10,6 +10,7 @@ import torch
 
 from tests.train.launch import SMALL_MLP, TINY_LM, Launcher
 from train.checkpoint import checkpoint_path, load_checkpoint
+from train.config import CONFIG_DIR
 
 
 def assert_loss_falls(losses: list[float]) -> None:
@@ -97,8 +98,9 @@ def test_activation_checkpointing_gives_the_same_losses(launcher: Launcher) -> N
     assert recomputed.final_loss == plain.final_loss
 
 
-def test_user_model_and_dataset_plugins(launcher: Launcher, tmp_path: Path) -> None:
-    package = tmp_path / "userpkg"
+def write_user_package(root: Path) -> None:
+    """A user package with a dataset and a model factory (and a broken dataset factory)."""
+    package = root / "userpkg"
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "parts.py").write_text(
@@ -122,6 +124,9 @@ def test_user_model_and_dataset_plugins(launcher: Launcher, tmp_path: Path) -> N
             def make_data(n=256, slope=3.0):
                 return Line(n, slope)
 
+            def not_a_dataset():
+                return 42
+
             def make_model(info, hidden=8):
                 return torch.nn.Sequential(
                     torch.nn.Linear(info["in_features"], hidden),
@@ -131,6 +136,10 @@ def test_user_model_and_dataset_plugins(launcher: Launcher, tmp_path: Path) -> N
             """
         )
     )
+
+
+def test_user_model_and_dataset_plugins(launcher: Launcher, tmp_path: Path) -> None:
+    write_user_package(tmp_path)
     overrides = (
         "model.name=userpkg.parts:make_model",
         "model.args={hidden: 16}",
@@ -144,3 +153,36 @@ def test_user_model_and_dataset_plugins(launcher: Launcher, tmp_path: Path) -> N
     result = launcher.run("plugin", "mlp", overrides, env={"PYTHONPATH": str(tmp_path)})
     assert result.returncode == 0, result.explain()
     assert_loss_falls(result.losses())
+
+
+def test_plugin_mistakes_are_one_line_errors(launcher: Launcher, tmp_path: Path) -> None:
+    write_user_package(tmp_path)
+    env = {"PYTHONPATH": str(tmp_path)}
+    bundled = CONFIG_DIR / "mlp.yaml"
+    wrong_args = launcher.run("args", "mlp", ("data.name=userpkg.parts:make_data",), env=env)
+    assert wrong_args.returncode == 2
+    assert wrong_args.stderr.splitlines()[-1] == (
+        f"{bundled}:8: data.args: userpkg.parts:make_data: got an unexpected keyword argument"
+        " 'samples'"
+    )
+    user_data = ("data.name=userpkg.parts:make_data", "data.args={}")
+    no_info = launcher.run("noinfo", "mlp", user_data, env=env)
+    assert no_info.returncode == 2
+    assert no_info.stderr.splitlines()[-1] == (
+        f"{bundled}:4: model.name: mlp needs the dataset to give num_classes in its `info`"
+        " dict (it gives: in_features)"
+    )
+    not_data = launcher.run(
+        "notdata", "mlp", ("data.name=userpkg.parts:not_a_dataset", "data.args={}"), env=env
+    )
+    assert not_data.returncode == 2
+    assert not_data.stderr.splitlines()[-1] == (
+        "--set data.name: userpkg.parts:not_a_dataset returned int, not a map-style Dataset"
+        " (with __len__ and __getitem__)"
+    )
+    missing = launcher.run("missing", "mlp", ("data.name=userpkg.parts:nope",), env=env)
+    assert missing.stderr.splitlines()[-1] == (
+        "--set data.name: 'userpkg.parts' has no attribute 'nope' ('userpkg.parts:nope')"
+    )
+    errors = wrong_args.stderr + no_info.stderr + not_data.stderr + missing.stderr
+    assert "Traceback" not in errors
