@@ -189,31 +189,36 @@ def test_scancel_is_final_even_when_the_program_asks_for_a_requeue(
 
 @pytest.mark.slurm
 def test_sbatch_reads_quoted_directives_as_rendered(
-    tmp_path: Path, slurm_cluster: SlurmCluster
+    tmp_path: Path, slurm_cluster: SlurmCluster, cleanup: list[str]
 ) -> None:
     """What sbatch makes of dq-quoted #SBATCH values: exactly the values given."""
     workdir = _workdir(tmp_path, "")
     comment = 'a\'b "c" \\d #e $(f) `g` %h ünï'
     logs_dir = 'logs/50% it\'s "odd" #dir'
+    (workdir / logs_dir).mkdir(parents=True)
     data = _slurm_job(
         "quoting",
         slurm_cluster.partition,
+        resources={"nodes": 1},
+        launch={"launcher": "srun"},
         scheduler={"extra": ["--hold", shlex.join(["--comment=" + comment])]},
         logs={"dir": logs_dir},
+        run={"command": ["echo", "hello"]},
     )
     job_id = sbatch(str(_write(workdir, data)), cwd=workdir)
-    try:
-        done = subprocess.run(
-            ["squeue", "-h", "-j", job_id, "-o", "%k"], capture_output=True, text=True, check=True
-        )
-        shown = subprocess.run(
-            ["scontrol", "show", "job", job_id], capture_output=True, text=True, check=True
-        ).stdout
-    finally:
-        subprocess.run(["scancel", job_id], check=False)
-    assert done.stdout.rstrip("\n") == comment
-    assert f"StdOut={workdir}/{logs_dir}/quoting-{job_id}.out\n" in shown
-    assert f"StdErr={workdir}/{logs_dir}/quoting-{job_id}.err\n" in shown
+    cleanup.append(job_id)
+    shown = subprocess.run(
+        ["squeue", "-h", "-j", job_id, "-o", "%k"], capture_output=True, text=True, check=True
+    )
+    assert shown.stdout.rstrip("\n") == comment
+    subprocess.run(["scontrol", "release", job_id], check=True)
+    end = wait_slurm_job(job_id, timeout=JOB_TIMEOUT_S)
+    # The "%" of logs.dir went through sbatch's file pattern as "%%": the files carry one "%".
+    out = workdir / logs_dir / f"quoting-{job_id}.out"
+    assert (end.state, end.exit_code) == ("COMPLETED", "0:0"), out.read_text()
+    assert f"jobkit: job {job_id} (quoting)" in out.read_text()
+    assert (workdir / logs_dir / f"quoting-{job_id}.err").exists()
+    assert "hello" in (workdir / logs_dir / f"quoting-{job_id}" / "rank-0.out").read_text()
 
 
 @pytest.mark.pbs
