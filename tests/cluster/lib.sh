@@ -159,7 +159,7 @@ jk_node_responds() {
 jk_node_ok() {
     local s
     s=$(jk_node_state "$1")
-    [[ $s =~ ^(idle|mixed|allocated|completing)$ ]]
+    [[ $s =~ ^(idle|mixed|allocated|completing|planned)$ ]]
 }
 jk_partition_up() { [[ $(timeout 15 sinfo -h -p "$JK_PARTITION" -o '%a' | head -n 1) == up ]]; }
 jk_ssh_ok() {

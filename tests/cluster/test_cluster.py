@@ -12,19 +12,24 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.plugins.cluster import (
+    PbsCluster,
     SlurmCluster,
     SshHosts,
     sacct_record,
     sbatch,
+    scancel_quietly,
     squeue_has,
     wait_slurm_job,
 )
+
+Submit = Callable[..., str]
 
 JOB_TIMEOUT_S = 300.0
 
@@ -77,7 +82,10 @@ def two_node_job(
         " node=$SLURMD_NODENAME\"'\n"
     )
     job_id = sbatch("-p", slurm_cluster.partition, "job.sh", cwd=submit_dir)
-    end = wait_slurm_job(job_id, timeout=JOB_TIMEOUT_S)
+    try:
+        end = wait_slurm_job(job_id, timeout=JOB_TIMEOUT_S)
+    finally:
+        scancel_quietly(job_id)
     output = (submit_dir / f"two-node-{job_id}.out").read_text()
     assert end.state == "COMPLETED", f"job {job_id} ended {end}; output:\n{output}"
     return FinishedJob(job_id, submit_dir, output)
@@ -166,14 +174,14 @@ def test_finished_job_leaves_squeue_but_stays_in_sacct(
 
 @pytest.mark.slurm
 def test_job_can_import_torch_from_the_test_virtualenv(
-    slurm_cluster: SlurmCluster, tmp_path: Path
+    slurm_submit: Submit, tmp_path: Path
 ) -> None:
     python = shlex.quote(sys.executable)
     (tmp_path / "torch.sh").write_text(
         "#!/bin/bash\n"
         f"exec {python} -c 'import sys, torch; print(\"torch\", torch.__version__, sys.prefix)'\n"
     )
-    job_id = sbatch(
+    job_id = slurm_submit(
         "--time=5", "--output=torch-%j.out", "--error=torch-%j.err", "torch.sh", cwd=tmp_path
     )
     end = wait_slurm_job(job_id, timeout=JOB_TIMEOUT_S)
@@ -193,17 +201,19 @@ while :; do sleep 1; done
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_batch_shell_receives_the_preemption_signal_before_the_time_limit(
-    slurm_cluster: SlurmCluster, tmp_path: Path
+    slurm_submit: Submit, tmp_path: Path
 ) -> None:
-    """--signal=B:SIG@50 with --time=1: SIG reaches the batch shell before the limit.
+    """--signal=B:SIG@50 with --time=2: SIG reaches the batch shell before the limit.
 
-    slurmctld checks time limits every 30 s, so the signal comes 10-40 s into the job.
+    sbatch(1): "the signal may be sent up to 60 seconds earlier than specified": due 70 s
+    into the job, it comes 10-70 s in (seen: 40-70 s), never before the trap is set, and
+    before the 120 s limit would end the job as TIMEOUT.
     """
     jobs = {}
     for sig in ("USR1", "USR2"):
         (tmp_path / f"{sig}.sh").write_text(SIGNAL_JOB.format(sig=sig))
-        jobs[sig] = sbatch(
-            "--time=1", f"--signal=B:{sig}@50", f"--output={sig}-%j.out", f"{sig}.sh", cwd=tmp_path
+        jobs[sig] = slurm_submit(
+            "--time=2", f"--signal=B:{sig}@50", f"--output={sig}-%j.out", f"{sig}.sh", cwd=tmp_path
         )
     for sig, job_id in jobs.items():
         end = wait_slurm_job(job_id, timeout=JOB_TIMEOUT_S)
@@ -227,13 +237,13 @@ while :; do sleep 1; done
 
 @pytest.mark.slurm
 def test_cancel_sends_sigterm_and_kills_after_killwait(
-    slurm_cluster: SlurmCluster, tmp_path: Path
+    slurm_submit: Submit, tmp_path: Path
 ) -> None:
     """KillWait=10: a job checkpointing in 2 s on SIGTERM finishes; one needing 30 s is killed."""
     jobs = {}
     for tag, work in (("quick", 2), ("slow", 30)):
         (tmp_path / f"{tag}.sh").write_text(CHECKPOINT_JOB.format(tag=tag, work=work))
-        jobs[tag] = sbatch("--time=5", f"--output={tag}-%j.out", f"{tag}.sh", cwd=tmp_path)
+        jobs[tag] = slurm_submit("--time=5", f"--output={tag}-%j.out", f"{tag}.sh", cwd=tmp_path)
     for tag in jobs:
         _wait_for(lambda t=tag: (tmp_path / f"started-{t}").exists(), JOB_TIMEOUT_S, f"{tag} runs")
     subprocess.run(["scancel", *jobs.values()], timeout=60, check=True)
@@ -246,7 +256,7 @@ def test_cancel_sends_sigterm_and_kills_after_killwait(
 
 @pytest.mark.pbs
 def test_qsub_runs_a_pbs_script_and_qstat_reports_it(
-    slurm_cluster: SlurmCluster, tmp_path: Path
+    pbs_cluster: PbsCluster, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     (tmp_path / "pbs.sh").write_text(
         "#!/bin/bash\n"
@@ -257,10 +267,16 @@ def test_qsub_runs_a_pbs_script_and_qstat_reports_it(
         "sleep 5\n"
     )
     submitted = subprocess.run(
-        ["qsub", "pbs.sh"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True
+        [str(pbs_cluster.qsub), "pbs.sh"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     job_id = submitted.stdout.strip()
     assert job_id.isdigit(), submitted.stdout
+    request.addfinalizer(lambda: scancel_quietly(job_id))
     report = subprocess.run(
         ["qstat", "-f", job_id], capture_output=True, text=True, timeout=60, check=True
     )

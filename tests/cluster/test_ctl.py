@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.plugins.cluster import SlurmCluster, sacct_answers, sbatch, wait_slurm_job
+from tests.plugins.cluster import SlurmCluster, sacct_answers, wait_slurm_job
 
 pytestmark = pytest.mark.slurm
 
@@ -43,9 +43,11 @@ def test_stopping_slurmdbd_breaks_sacct_until_it_starts_again(cluster: SlurmClus
     assert sacct_answers()
 
 
-def test_restarting_slurmctld_keeps_a_running_job(cluster: SlurmCluster, tmp_path: Path) -> None:
+def test_restarting_slurmctld_keeps_a_running_job(
+    cluster: SlurmCluster, slurm_submit: Callable[..., str], tmp_path: Path
+) -> None:
     (tmp_path / "sleep.sh").write_text("#!/bin/bash\nsleep 8\necho survived\n")
-    job_id = sbatch("--time=2", "--output=sleep-%j.out", "sleep.sh", cwd=tmp_path)
+    job_id = slurm_submit("--time=2", "--output=sleep-%j.out", "sleep.sh", cwd=tmp_path)
     old = cluster.pid("slurmctld")
     cluster.ctl("stop", "slurmctld")
     ping = subprocess.run(

@@ -5,8 +5,9 @@ cluster answers. Otherwise it is skipped with the reason, or failed with the rea
 CI=true or JOBKIT_REQUIRE_CLUSTER=1, so no cluster test can pass by skipping in CI.
 
 Fixtures: `slurm_cluster` (SlurmCluster), `pbs_cluster` (PbsCluster), `ssh_hosts`
-(SshHosts), `wait_slurm_job` (the `wait_slurm_job` function below). Plain helpers for
-other test areas: `sbatch`, `wait_slurm_job`, `sacct_record`, `squeue_has`.
+(SshHosts), `slurm_submit` (sbatch that cancels leftovers at teardown), `wait_slurm_job`
+(the `wait_slurm_job` function below). Plain helpers for other test areas: `sbatch`,
+`wait_slurm_job`, `sacct_record`, `squeue_has`, `sacct_answers`, `scancel_quietly`.
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ FINAL_SLURM_STATES = frozenset(
     }
 )
 # sinfo states of a node that takes jobs.
-USABLE_NODE_STATES = frozenset({"idle", "mixed", "allocated", "completing"})
+USABLE_NODE_STATES = frozenset({"idle", "mixed", "allocated", "completing", "planned"})
+# A cluster that was up may be restarting a daemon (ctl.sh in another test): retry this long.
+PROBE_RETRY_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -187,7 +190,21 @@ def sacct_answers() -> bool:
 
 
 def probe_slurm() -> Probe:
-    """Does the Slurm of up.sh answer, with both nodes taking jobs?"""
+    """Does the Slurm of up.sh answer, with both nodes taking jobs?
+
+    While slurmctld's pid file exists (the cluster was up), retry for PROBE_RETRY_S first.
+    """
+    deadline = time.monotonic() + PROBE_RETRY_S
+    while True:
+        probe = _probe_slurm_once()
+        if probe.ok or time.monotonic() >= deadline:
+            return probe
+        if not (state_dir() / "run" / "slurmctld.pid").exists():
+            return probe
+        time.sleep(1.0)
+
+
+def _probe_slurm_once() -> Probe:
     info = _read_cluster_json()
     if isinstance(info, str):
         return Probe(False, info)
@@ -378,6 +395,27 @@ def wait_slurm_job(job_id: str, timeout: float = 120.0, poll: float = 0.5) -> Sl
         if time.monotonic() >= deadline:
             raise TimeoutError(f"Slurm job {job_id} not finished after {timeout} s: {last}")
         time.sleep(poll)
+
+
+def scancel_quietly(*job_ids: str) -> None:
+    """Cancel JOB_IDS, ignoring ones that already ended (test clean-up)."""
+    if job_ids:
+        run_quietly(["scancel", *job_ids])
+
+
+@pytest.fixture
+def slurm_submit(slurm_cluster: SlurmCluster) -> Iterator[Callable[..., str]]:
+    """submit(*sbatch_args, cwd=PATH) -> job id; jobs still queued or running at teardown are
+    cancelled, so a failed test leaves nothing behind on the shared cluster."""
+    submitted: list[str] = []
+
+    def submit(*args: str, cwd: Path, timeout: float = 60.0) -> str:
+        job_id = sbatch(*args, cwd=cwd, timeout=timeout)
+        submitted.append(job_id)
+        return job_id
+
+    yield submit
+    scancel_quietly(*submitted)
 
 
 @pytest.fixture(name="wait_slurm_job")
