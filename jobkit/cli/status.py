@@ -90,7 +90,9 @@ def status(
 ) -> int:
     """List tracked jobs (unfinished ones and those ended in the last 24 h), or detail IDs.
 
-    An ID is a jobkit id (or a unique prefix of one) or the scheduler's id.
+    An ID is a jobkit id (or a unique prefix of one) or the scheduler's id. One query per
+    backend refreshes the states. Exit 3 when a scheduler query failed: the last known
+    states are shown, with a warning giving their age.
     """
     wanted_states = parse_states(states)
     if watch is not None and watch <= 0:
