@@ -16,7 +16,7 @@ from tests.backends.cli import Jobkit
 PRINTER = (
     "import os, sys, time\n"
     "for i in range(4):\n"
-    "    print('rank', os.environ['RANK'], 'line', i, flush=True)\n"
+    "    os.write(1, f\"rank {os.environ['RANK']} line {i}\\n\".encode())  # one write a line\n"
     "    time.sleep(0.3)\n"
     "sys.exit(int(os.environ.get('EXIT', '0')))\n"
 )
@@ -28,6 +28,20 @@ def jobkit(tmp_path: Path) -> Jobkit:
     workdir.mkdir()
     (workdir / "printer.py").write_text(PRINTER)
     return Jobkit(workdir=workdir, home=tmp_path / "home")
+
+
+def prefixed(label: str, path: Path) -> str:
+    """The file as `jobkit logs --all-ranks` prints it."""
+    return "".join(f"[{label}] {line}\n" for line in path.read_text().splitlines())
+
+
+def assert_rank_lines(node_file: Path) -> None:
+    """Both workers' lines are in the node file, in order (torchrun's own messages, written
+    by other processes to the same file, may sit between them, even inside a line)."""
+    text = node_file.read_text()
+    for rank in (0, 1):
+        positions = [text.find(f"rank {rank} line {i}\n") for i in range(4)]
+        assert -1 not in positions and positions == sorted(positions), text
 
 
 def write_spec(jobkit: Jobkit, name: str, command: list[str], exit_code: int = 0) -> str:
@@ -55,9 +69,9 @@ def test_a_job_is_followed_to_its_end_and_logs_exits_like_the_job(jobkit: Jobkit
     # Per-rank output: one torchrun per node, so the node file, prefixed.
     merged = jobkit.run("logs", job["jobkit_id"], "--all-ranks")
     assert merged.returncode == 0, merged.stderr
-    for rank in (0, 1):
-        mine = [ln for ln in merged.stdout.splitlines() if ln.startswith(f"[node 0] rank {rank}")]
-        assert mine == [f"[node 0] rank {rank} line {i}" for i in range(4)]
+    node_file = Path(job["log_paths"]["run_dir"]) / "node-0.out"
+    assert merged.stdout == prefixed("node 0", node_file)
+    assert_rank_lines(node_file)
     one = jobkit.run("logs", job["jobkit_id"], "--rank", "1", "--tail", "2")
     assert "node-0.out holds ranks 0-1" in one.stderr
     assert len(one.stdout.splitlines()) == 2
@@ -70,24 +84,23 @@ def test_following_a_failing_job_exits_with_its_code(jobkit: Jobkit) -> None:
     follower = jobkit.run("logs", job["jobkit_id"], "-f", "--all-ranks", timeout=120)
     state = jobkit.status(job["jobkit_id"])
     assert state["state"] == "FAILED"
-    assert follower.returncode == state["exit_code"] != 0  # torchrun reports 1 for a failed worker
+    # torchrun reports 1 for a failed worker; logs -f exits with the job's code.
+    assert follower.returncode == state["exit_code"] != 0, (state, follower.stderr)
     assert f"ended FAILED (exit {state['exit_code']})" in follower.stderr
-    printed = follower.stdout.splitlines()  # torchrun's own messages are in the node file too
-    for rank in (0, 1):
-        assert [ln for ln in printed if ln.startswith(f"[node 0] rank {rank}")] == [
-            f"[node 0] rank {rank} line {i}" for i in range(4)
-        ]
+    node_file = Path(job["log_paths"]["run_dir"]) / "node-0.out"
+    assert follower.stdout == prefixed("node 0", node_file)
+    assert_rank_lines(node_file)
 
 
 def test_cancel_stops_every_process_and_the_follower_returns(jobkit: Jobkit) -> None:
-    sleeper = ["python3", "-c", "import time; print('up', flush=True); time.sleep(600)"]
+    sleeper = ["python3", "-c", "import os, time; os.write(1, b'up\\n'); time.sleep(600)"]
     job = jobkit.submit(write_spec(jobkit, "sleeper", sleeper))
     job_id = job["jobkit_id"]
     follower = jobkit.start("logs", job_id, "-f", "--all-ranks")
     node_out = Path(job["log_paths"]["run_dir"]) / "node-0.out"
     deadline = time.monotonic() + 60
-    while node_out.read_text().count("up") < 2 if node_out.exists() else True:
-        assert time.monotonic() < deadline, "the job did not start"
+    while node_out.read_text().splitlines().count("up") < 2 if node_out.exists() else True:
+        assert time.monotonic() < deadline, jobkit.run("logs", job_id, "--all-ranks").stdout
         time.sleep(0.1)
     running = processes.with_environment("JOBKIT_JOB_ID", job_id)
     assert len(running) >= 4  # launcher, its runner, torchrun, 2 workers
@@ -96,6 +109,7 @@ def test_cancel_stops_every_process_and_the_follower_returns(jobkit: Jobkit) -> 
     assert processes.with_environment("JOBKIT_JOB_ID", job_id) == []
     assert processes.group_members(int(job["extra"]["pgid"])) == []
     out, err = follower.communicate(timeout=60)
+    assert out == prefixed("node 0", node_out)
     assert out.splitlines().count("[node 0] up") == 2
     state = jobkit.status(job_id)
     assert state["state"] == "CANCELLED"

@@ -85,10 +85,10 @@ def write_spec(jobkit: Jobkit, name: str, code: str, hosts: SshHosts) -> str:
 PRINT = (
     "import os, time\n"
     "for i in range(3):\n"
-    "    print('rank', os.environ['RANK'], 'line', i, flush=True)\n"
+    "    os.write(1, f\"rank {os.environ['RANK']} line {i}\\n\".encode())  # one write a line\n"
     "    time.sleep(0.3)\n"
 )
-SLEEP = "import time; print('up', flush=True); time.sleep(600)"
+SLEEP = "import os, time; os.write(1, b'up\\n'); time.sleep(600)"
 
 
 def wait_up(job: dict[str, Any], hosts: int) -> None:
