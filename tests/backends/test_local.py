@@ -145,6 +145,18 @@ wait
     backend.cancel([job])
     assert processes.group_members(pgid) == []
     assert not any(processes.is_same_process(p.pid, p.start_time) for p in tree)
+    # The same seen by ps: nothing alive in the group or among the job's processes
+    # (zombies, left for PID 1 to reap, do not count).
+    table = subprocess.run(
+        ["ps", "-eo", "pid=,pgid=,stat="], capture_output=True, text=True, check=True
+    ).stdout
+    ours = {str(pid), *(str(p.pid) for p in tree)}
+    alive = [
+        row
+        for row in (line.split() for line in table.splitlines())
+        if (row[1] == str(pgid) or row[0] in ours) and not row[2].startswith("Z")
+    ]
+    assert alive == []
     assert not processes.is_same_process(pid, sub.extra["start_time"])
     # Killed before it could write its exit code: cancelled, not failed.
     obs = backend.poll([job])[sub.scheduler_id]
