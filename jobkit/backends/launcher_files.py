@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -69,15 +70,28 @@ def job_files(spec: JobSpec, job_id: str, workdir: Path) -> JobFiles:
 
 @dataclass(frozen=True)
 class Launched:
-    """The detached launcher: its pid, process group and start time."""
+    """The detached launcher: where it runs, its pid, process group and start time."""
 
+    host: str
     pid: int
     pgid: int
     start_time: str
 
     def as_extra(self) -> dict[str, str]:
         """The Submitted.extra form."""
-        return {"pid": str(self.pid), "pgid": str(self.pgid), "start_time": self.start_time}
+        return {
+            "host": self.host,
+            "pid": str(self.pid),
+            "pgid": str(self.pgid),
+            "start_time": self.start_time,
+        }
+
+
+def launched_here(job: TrackedJob) -> bool:
+    """True when the job's launcher was started on this machine (its pid means something
+    here). A registry shared between machines (a home folder on NFS) holds jobs of others."""
+    host = job.extra.get("host")
+    return not host or host == socket.gethostname()
 
 
 def launch_detached(
@@ -107,7 +121,12 @@ def launch_detached(
     info = processes.proc_info(pid)
     # The helper was the session leader: its pid is the group id the launcher still has.
     pgid = info.pgid if info else pid
-    return Launched(pid=pid, pgid=pgid, start_time=info.start_time if info else "")
+    return Launched(
+        host=socket.gethostname(),
+        pid=pid,
+        pgid=pgid,
+        start_time=info.start_time if info else "",
+    )
 
 
 def mark_cancelled(job_dir: Path) -> None:
@@ -126,6 +145,13 @@ def launcher_alive(job: TrackedJob) -> bool:
 
 def observe(job: TrackedJob) -> Observation:
     """The state of a local or ssh job from its launcher process and files."""
+    if not launched_here(job):
+        return Observation(
+            State.UNKNOWN,
+            "elsewhere",
+            "pidfile",
+            reason=f"its launcher runs on {job.extra['host']}: ask there",
+        )
     if launcher_alive(job):
         return Observation(State.RUNNING, "running", "pidfile")
     code = read_exit_file(job.extra.get("run_dir"))
@@ -165,12 +191,16 @@ def stop_launchers(jobs: Sequence[TrackedJob], grace_s: float) -> list[TrackedJo
     SIGKILL after `grace_s` to whatever is left: the launcher's group, its descendants
     (found before the signal, those in groups of their own included) and any process whose
     environment carries the job's JOBKIT_JOB_ID. Returns the jobs whose launcher was still
-    running (now marked cancelled).
+    running (now marked cancelled). Jobs launched on another machine are left alone and
+    named in a SchedulerError raised at the end.
     """
     running: list[TrackedJob] = []
     pgids: list[int] = []
     known: list[processes.ProcInfo] = []
+    elsewhere = [job for job in jobs if not launched_here(job)]
     for job in jobs:
+        if not launched_here(job):
+            continue
         pgid = job.extra.get("pgid", "")
         alive = launcher_alive(job)
         members = processes.group_members(int(pgid)) if pgid.isdigit() else []
@@ -189,4 +219,9 @@ def stop_launchers(jobs: Sequence[TrackedJob], grace_s: float) -> list[TrackedJo
         known.extend(members + strays)
     if pgids or known:
         processes.stop_groups(pgids, known, grace_s)
+    if elsewhere:
+        where = ", ".join(f"{job.jobkit_id} on {job.extra['host']}" for job in elsewhere)
+        raise SchedulerError(
+            ["kill"], None, "", "", reason=f"launched on another machine: {where}; cancel there"
+        )
     return running

@@ -177,7 +177,7 @@ class SshBackend:
 
     def cancel(self, jobs: Sequence[TrackedJob]) -> None:
         """Stop the launchers, then make sure nothing of the jobs is left on any host."""
-        launcher_files.stop_launchers(jobs, self.grace_s)
+        launcher_files.stop_launchers(jobs, self.grace_s)  # raises for other machines' jobs
         for job in jobs:
             for check in clean_hosts(job, self.remote_grace_s):
                 if not check.ok:

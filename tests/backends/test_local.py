@@ -7,9 +7,12 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from jobkit.backends import processes
 from jobkit.backends.base import Observation, SubmitRequest, Submitted
 from jobkit.backends.local import LocalBackend
+from jobkit.errors import SchedulerError
 from jobkit.logs import FollowTiming, LogSource, follow
 from jobkit.states import State
 from tests.backends.requests import make_request, tracked
@@ -216,3 +219,30 @@ def test_the_launcher_does_not_ignore_sigint(tmp_path: Path) -> None:
     assert not ignored & (1 << (2 - 1))  # bit for SIGINT (2)
     backend.cancel([tracked(request, sub.scheduler_id, sub.extra)])
     assert os.path.exists(request.job_dir / "cancelled")
+
+
+def test_a_job_launched_on_another_machine_is_neither_judged_nor_touched(tmp_path: Path) -> None:
+    """A registry shared between machines: a pid from elsewhere means nothing here."""
+    backend = LocalBackend()
+    request = make_request(tmp_path, "exit 0\n")
+    stranger = subprocess.Popen(["sleep", "30"])
+    try:
+        extra = {
+            "host": "some-other-login-node",
+            "pid": str(stranger.pid),
+            "pgid": str(stranger.pid),
+            "start_time": processes.start_time(stranger.pid) or "",
+            "run_dir": str(tmp_path / "run"),
+        }
+        job = tracked(request, request.jobkit_id, extra)
+        obs = backend.poll([job])[request.jobkit_id]
+        assert (obs.state, obs.reason) == (
+            State.UNKNOWN,
+            "its launcher runs on some-other-login-node: ask there",
+        )
+        with pytest.raises(SchedulerError, match="on some-other-login-node; cancel there"):
+            backend.cancel([job])
+        assert stranger.poll() is None
+    finally:
+        stranger.kill()
+        stranger.wait()
