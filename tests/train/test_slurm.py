@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.plugins.cluster import sbatch
 from tests.train.launch import TORCHRUN
 
 pytestmark = pytest.mark.slurm
@@ -40,12 +39,12 @@ JOBKIT_RUN_DIR={out}/torchrun srun --kill-on-bad-exit=1 --ntasks-per-node=1 bash
 """
 
 
-def test_srun_and_torchrun_under_srun_on_two_nodes(slurm_cluster, wait_slurm_job, tmp_path: Path):
+def test_srun_and_torchrun_under_srun_on_two_nodes(slurm_submit, wait_slurm_job, tmp_path: Path):
     script = tmp_path / "job.sh"
     script.write_text(
         SCRIPT.format(out=tmp_path, python=sys.executable, torchrun=TORCHRUN, mlp=MLP)
     )
-    job_id = sbatch(str(script), cwd=tmp_path)
+    job_id = slurm_submit(str(script), cwd=tmp_path)
     end = wait_slurm_job(job_id, timeout=300)
     output = (tmp_path / f"slurm-{job_id}.out").read_text()
     assert end.state == "COMPLETED", output[-3000:]
