@@ -85,8 +85,10 @@ def test_preemption_signal_saves_and_exits_75(launcher: Launcher) -> None:
     assert (run_dir / "requeue-requested").read_text() == f"step {step} preempted by SIGUSR2\n"
     assert [s for s, _ in list_checkpoints(run_dir / "checkpoints")] == [step]
 
-    resumed = launcher.run("preempt", "mlp", (*SMALL_MLP, f"train.steps={step + 5}"))
+    requeued = {"SLURM_RESTART_COUNT": "1"}  # what a requeued Slurm job sees
+    resumed = launcher.run("preempt", "mlp", (*SMALL_MLP, f"train.steps={step + 5}"), env=requeued)
     assert resumed.returncode == 0, resumed.explain()
+    assert "requeue count: 1 (SLURM_RESTART_COUNT)" in resumed.stdout
     assert RESUMED.findall(resumed.stdout) == [str(step)]
     assert resumed.stdout.count("\nstep ") == 5
     assert list_checkpoints(run_dir / "checkpoints")[0][0] == step + 5
@@ -228,3 +230,17 @@ def test_a_fresh_run_refuses_a_folder_with_newer_checkpoints(launcher: Launcher)
         " newer than this run's start (step 0); use resume: auto, another checkpoint.dir,"
         " or remove them"
     )
+
+
+def test_resume_on_another_world_size_maps_the_data_position(launcher: Launcher) -> None:
+    overrides = (*SMALL_MLP, "train.steps=8", "data.batch_size_per_rank=16")
+    first = launcher.run("grow", "mlp", (*overrides, "train.stop_after_step=4"), nproc=1)
+    assert "stopped after step 4" in first.stdout, first.explain()
+    second = launcher.run("grow", "mlp", overrides, nproc=2)
+    assert second.returncode == 0, second.explain()
+    assert (
+        "warning: checkpoint was written by 1 ranks x batch 16, this run has 2 x 16: data"
+        " position mapped to batch 2 of epoch 0, RNG reseeded (not bit-identical to one run)"
+    ) in second.stdout
+    assert RESUMED.findall(second.stdout) == ["4"]
+    assert second.stdout.count("\nstep ") == 4
