@@ -22,6 +22,11 @@ from jobkit.store import JobRecord, Store
 
 MISSING_GRACE_S = 60.0
 """A submitted job the scheduler does not know is left alone this long (it may lag)."""
+VANISHED_GRACE_S = 300.0
+"""A job the scheduler did report, then neither its queue nor its accounting knows, keeps its
+last state this long after that report (accounting lags, e.g. after slurmdbd restarts)."""
+_NOT_SCHEDULER = (None, "submit", "adopted", "jobkit", "cancel")
+"""state_source values that are jobkit's own, not something a scheduler said."""
 FINAL_EXIT_WAIT_S = 15.0
 """`wait_for` waits this long past a final state for a late exit code (accounting lag)."""
 UNKNOWN_WAIT_S = 60.0
@@ -79,8 +84,9 @@ def refresh(
 ) -> RefreshResult:
     """Ask each backend once about the given jobs that need it and record the answers.
 
-    A non-final job the scheduler no longer knows (MISSING_GRACE_S after submission)
-    becomes UNKNOWN with a reason; one that already ended keeps its state.
+    A non-final job the scheduler no longer knows (MISSING_GRACE_S after submission, or
+    VANISHED_GRACE_S after the scheduler last reported it) becomes UNKNOWN with a reason;
+    one that already ended keeps its state, even when the backend now answers UNKNOWN.
     """
     at = time.time() if now is None else now
     groups: dict[str, list[JobRecord]] = defaultdict(list)
@@ -104,7 +110,8 @@ def refresh(
         for record in group:
             obs = answer.get(record.scheduler_id or "")
             if obs is not None:
-                observations[record.jobkit_id] = obs
+                if not _forgets_a_known_end(record, obs):
+                    observations[record.jobkit_id] = obs
             elif _is_missing(record, at):
                 observations[record.jobkit_id] = Observation(
                     state=State.UNKNOWN,
@@ -121,10 +128,19 @@ def refresh(
     return RefreshResult(fresh, failures, polled)
 
 
+def _forgets_a_known_end(record: JobRecord, obs: Observation) -> bool:
+    """An UNKNOWN answer about a job whose end was already observed (FAILED seen in squeue,
+    then the job left it without accounting) would lose what is known: it is ignored."""
+    return obs.state is State.UNKNOWN and record.is_final and record.state_source != "cancel"
+
+
 def _is_missing(record: JobRecord, at: float) -> bool:
     if record.is_final or record.state == State.UNKNOWN.value:
         return False
-    return at - (record.submitted_at or record.created_at) >= MISSING_GRACE_S
+    if record.state_source in _NOT_SCHEDULER:
+        return at - (record.submitted_at or record.created_at) >= MISSING_GRACE_S
+    last_seen = record.observed_at or record.submitted_at or record.created_at
+    return at - last_seen >= VANISHED_GRACE_S
 
 
 def wait_settled(record: JobRecord, now: float) -> bool:

@@ -11,12 +11,13 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from jobkit import proc
 from jobkit.backends.base import Observation, SubmitRequest, Submitted, TrackedJob
 from jobkit.backends.exit_file import read_exit_file
 from jobkit.backends.slurm_states import normalize_slurm_state, slurm_state_word
-from jobkit.errors import SchedulerError
+from jobkit.errors import JobkitError, SchedulerError
 from jobkit.states import State
 
 SUBMIT_TIMEOUT_S = 120.0
@@ -355,6 +356,7 @@ class SlurmBackend:
 
     def submit(self, request: SubmitRequest) -> Submitted:
         """Run sbatch in the submission directory and return the job id and its log paths."""
+        _check_submission_dir(request)
         argv = self.submit_argv(request)
         done = proc.run(
             argv,
@@ -495,6 +497,22 @@ class SlurmBackend:
         for cluster, group in _by_cluster(jobs).items():
             numbers = [SlurmId.parse(j.scheduler_id).job for j in group]
             proc.run(["scancel", *_cluster_args(cluster), *numbers], timeout=QUERY_TIMEOUT_S)
+
+
+def _check_submission_dir(request: SubmitRequest) -> None:
+    """sbatch makes a relative --output absolute with the submission directory, then reads
+    the whole path as a file-name pattern: a % or a backslash in the directory sends the
+    output elsewhere and the job fails. Refuse before anything is submitted."""
+    if Path(request.spec.logs.dir).is_absolute():
+        return
+    folder = str(request.workdir)
+    for char in ("%", "\\"):
+        if char in folder:
+            raise JobkitError(
+                f"cannot submit to Slurm from {folder!r}: sbatch would read the {char!r} in"
+                " this directory as part of the --output file pattern and the job would fail;"
+                " submit from another directory or make logs.dir absolute"
+            )
 
 
 def _cluster_args(cluster: str | None) -> list[str]:
