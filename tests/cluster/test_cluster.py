@@ -34,7 +34,7 @@ Submit = Callable[..., str]
 JOB_TIMEOUT_S = 300.0
 
 
-def _wait_for(predicate, timeout: float, what: str, poll: float = 0.5) -> None:  # type: ignore[no-untyped-def]
+def _wait_for(predicate: Callable[[], bool], timeout: float, what: str, poll: float = 0.5) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() >= deadline:
@@ -223,15 +223,17 @@ def test_batch_shell_receives_the_preemption_signal_before_the_time_limit(
 
 
 CHECKPOINT_JOB = """#!/bin/bash
-on_term() {{
-  echo "$SECONDS" > term-{tag}
-  sleep {work}
-  echo saved > checkpoint-{tag}
-  exit 0
-}}
-trap on_term TERM
-touch started-{tag}
-while :; do sleep 1; done
+# Two workers, each saving a checkpoint on SIGTERM: one needs 2 s, the other 30 s.
+worker() {
+  trap "echo \\$SECONDS > term-$1; sleep $2; echo saved > checkpoint-$1; exit 0" TERM
+  touch "started-$1"
+  while :; do sleep 1; done
+}
+worker quick 2 &
+worker slow 30 &
+trap '' TERM  # the batch shell itself waits for its workers
+wait
+wait
 """
 
 
@@ -239,17 +241,16 @@ while :; do sleep 1; done
 def test_cancel_sends_sigterm_and_kills_after_killwait(
     slurm_submit: Submit, tmp_path: Path
 ) -> None:
-    """KillWait=10: a job checkpointing in 2 s on SIGTERM finishes; one needing 30 s is killed."""
-    jobs = {}
-    for tag, work in (("quick", 2), ("slow", 30)):
-        (tmp_path / f"{tag}.sh").write_text(CHECKPOINT_JOB.format(tag=tag, work=work))
-        jobs[tag] = slurm_submit("--time=5", f"--output={tag}-%j.out", f"{tag}.sh", cwd=tmp_path)
-    for tag in jobs:
-        _wait_for(lambda t=tag: (tmp_path / f"started-{t}").exists(), JOB_TIMEOUT_S, f"{tag} runs")
-    subprocess.run(["scancel", *jobs.values()], timeout=60, check=True)
-    for tag, job_id in jobs.items():
-        assert wait_slurm_job(job_id, timeout=120).state == "CANCELLED"
-        assert (tmp_path / f"term-{tag}").exists(), f"{tag}: the batch shell got SIGTERM"
+    """KillWait=10: a worker saving in 2 s on SIGTERM finishes; one needing 30 s is killed."""
+    (tmp_path / "ckpt.sh").write_text(CHECKPOINT_JOB)
+    job_id = slurm_submit("--time=5", "--output=ckpt-%j.out", "ckpt.sh", cwd=tmp_path)
+    started = [tmp_path / "started-quick", tmp_path / "started-slow"]
+    _wait_for(lambda: all(path.exists() for path in started), JOB_TIMEOUT_S, "both workers run")
+    subprocess.run(["scancel", job_id], timeout=60, check=True)
+    assert wait_slurm_job(job_id, timeout=120).state == "CANCELLED"
+    output = (tmp_path / f"ckpt-{job_id}.out").read_text()
+    for tag in ("quick", "slow"):
+        assert (tmp_path / f"term-{tag}").exists(), f"{tag} got no SIGTERM: {output}"
     assert (tmp_path / "checkpoint-quick").read_text() == "saved\n"
     assert not (tmp_path / "checkpoint-slow").exists(), "SIGKILL came after KillWait"
 

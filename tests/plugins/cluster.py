@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -155,12 +156,21 @@ def cluster_required() -> bool:
 
 
 def run_quietly(
-    argv: Sequence[str], timeout: float = PROBE_TIMEOUT_S, **kwargs: object
+    argv: Sequence[str],
+    timeout: float = PROBE_TIMEOUT_S,
+    cwd: Path | None = None,
+    stdin: int | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run ARGV capturing text output; a missing program or a timeout becomes rc 127 / 124."""
     try:
         return subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=timeout, check=False, **kwargs
+            list(argv),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            cwd=cwd,
+            stdin=stdin,
         )
     except FileNotFoundError as exc:
         return subprocess.CompletedProcess(list(argv), 127, "", str(exc))
@@ -173,7 +183,7 @@ def _describe(done: subprocess.CompletedProcess[str]) -> str:
     return f"`{' '.join(done.args)}` exit {done.returncode}: {text[-1] if text else 'no output'}"
 
 
-def _read_cluster_json() -> dict[str, object] | str:
+def _read_cluster_json() -> dict[str, Any] | str:
     path = state_dir() / "cluster.json"
     try:
         return dict(json.loads(path.read_text()))
@@ -211,7 +221,7 @@ def _probe_slurm_once() -> Probe:
     if shutil.which("sinfo") is None:
         return Probe(False, f"sinfo is not installed; {START_HINT}")
     partition = str(info["partition"])
-    nodes = tuple(str(n) for n in info["nodes"])  # type: ignore[attr-defined]
+    nodes = tuple(str(n) for n in info["nodes"])
     done = run_quietly(["sinfo", "-h", "-N", "-p", partition, "-o", "%N %T"])
     if done.returncode != 0:
         return Probe(False, f"Slurm does not answer: {_describe(done)}; {START_HINT}")
@@ -228,8 +238,8 @@ def _probe_slurm_once() -> Probe:
         nodes=nodes,
         slurm_conf=Path(str(info["slurm_conf"])),
         logs_dir=Path(str(info["logs"])),
-        pid_files={str(k): Path(str(v)) for k, v in dict(info["pid_files"]).items()},  # type: ignore[call-overload]
-        min_job_age_s=int(info["min_job_age_s"]),  # type: ignore[call-overload]
+        pid_files={str(k): Path(str(v)) for k, v in info["pid_files"].items()},
+        min_job_age_s=int(info["min_job_age_s"]),
         sacct_works=sacct_answers(),
     )
     return Probe(True, "", slurm=cluster)
@@ -261,9 +271,9 @@ def probe_ssh() -> Probe:
     info = _read_cluster_json()
     if isinstance(info, str):
         return Probe(False, info)
-    ssh = dict(info["ssh"])  # type: ignore[call-overload]
+    ssh = info["ssh"]
     hosts = SshHosts(
-        hosts=tuple(str(n) for n in info["nodes"]),  # type: ignore[attr-defined]
+        hosts=tuple(str(n) for n in info["nodes"]),
         port=int(ssh["port"]),
         config=Path(str(ssh["config"])),
         key=Path(str(ssh["key"])),
