@@ -12,8 +12,11 @@ program writes to JOBKIT_RUN_DIR (the same folder).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import shlex
+import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -132,6 +135,19 @@ def _paths(spec: JobSpec, workdir: Path, scheduler_id: str) -> dict[str, str]:
     }
 
 
+def _sbatch_error(err: Exception) -> SchedulerError:
+    """submitit's failed sbatch as jobkit's SchedulerError: argv, exit code, output verbatim."""
+    cause = err.__cause__
+    if isinstance(cause, subprocess.CalledProcessError):
+        return SchedulerError(
+            [str(word) for word in cause.cmd],
+            cause.returncode,
+            str(cause.stdout or ""),
+            str(cause.stderr or ""),
+        )
+    return SchedulerError(["sbatch"], None, "", str(err), reason="submitit could not submit")
+
+
 class SubmititBackend:
     """submitit on Slurm; tracked and cancelled as the Slurm job it is."""
 
@@ -186,12 +202,14 @@ class SubmititBackend:
         except ValueError as err:
             raise JobkitError(f"submitit refused the parameters: {err}") from None
         try:
-            job = executor.submit(job_callable)
+            # submitit prints sbatch's stderr itself on failure; it is in the error instead.
+            with contextlib.redirect_stderr(io.StringIO()):
+                job = executor.submit(job_callable)
         except (
             submitit.core.utils.FailedJobError,
             submitit.core.utils.FailedSubmissionError,
         ) as err:
-            raise SchedulerError(["sbatch", "<submitit file>"], None, "", str(err)) from None
+            raise _sbatch_error(err) from None
         except OSError as err:
             raise SchedulerError(["sbatch"], None, "", "", reason=f"cannot run: {err}") from None
         scheduler_id = str(job.job_id)

@@ -238,3 +238,16 @@ def test_a_failing_command_is_failed_and_a_sleeping_one_cancelled(jobkit: Jobkit
         time.sleep(1)
     assert state["state"] == "CANCELLED"
     assert state["raw_state"].startswith("CANCELLED")
+
+
+@pytest.mark.slurm
+def test_a_refused_submission_shows_sbatchs_own_error(jobkit: Jobkit) -> None:
+    spec_file = write_spec(jobkit, "nowhere", "pass")
+    done = jobkit.run("submit", spec_file, "--set", "resources.partition=no-such-partition")
+    assert done.returncode == 1
+    # SchedulerError: the sbatch command, its exit code and its stderr verbatim, once.
+    assert done.stderr.startswith("jobkit: sbatch "), done.stderr
+    assert ": exit 1: sbatch: error: invalid partition specified: no-such-partition" in done.stderr
+    assert done.stderr.count("Invalid partition name specified") == 1
+    listed = jobkit.run("status", "--all", "--json")
+    assert [job["state"] for job in json.loads(listed.stdout)] == ["FAILED"]
