@@ -12,6 +12,7 @@ printed at the end of the run and, with JOBKIT_RELIABILITY_COUNTS=FILE, written 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -20,12 +21,14 @@ from pathlib import Path
 
 import pytest
 
+from jobkit import render as render_module
 from jobkit.cli import run as cli_run
 from tests.plugins.cluster import SlurmCluster
 from tests.reliability.helpers import CliResult
 
 COUNTS_ENV = "JOBKIT_RELIABILITY_COUNTS"
 _COUNTS = pytest.StashKey[dict[str, int]]()
+_FIGURES = pytest.StashKey[dict[str, float]]()
 
 
 @pytest.fixture(autouse=True)
@@ -70,17 +73,32 @@ def tally(request: pytest.FixtureRequest) -> Callable[[str, int], None]:
     return add
 
 
+@pytest.fixture
+def figure(request: pytest.FixtureRequest) -> Callable[[str, float], None]:
+    """figure(name, value): a measurement to report (the largest value seen is kept)."""
+    figures = request.config.stash.setdefault(_FIGURES, {})
+
+    def keep(name: str, value: float) -> None:
+        figures[name] = max(value, figures.get(name, value))
+
+    return keep
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Print the counts (and write them to JOBKIT_RELIABILITY_COUNTS when set)."""
     counts = terminalreporter.config.stash.get(_COUNTS, {})
-    if not counts:
+    figures = terminalreporter.config.stash.get(_FIGURES, {})
+    if not counts and not figures:
         return
     terminalreporter.section("reliability: what was tried")
     for case, n in sorted(counts.items()):
         terminalreporter.write_line(f"{n:8d}  {case}")
+    for name, value in sorted(figures.items()):
+        terminalreporter.write_line(f"{value:8.1f}  {name}")
     target = os.environ.get(COUNTS_ENV)
     if target:
-        Path(target).write_text(json.dumps(counts, indent=1, sort_keys=True) + "\n")
+        data = {"counts": counts, "figures": figures}
+        Path(target).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 @pytest.fixture
@@ -107,3 +125,15 @@ def outage(slurm_cluster: SlurmCluster) -> Iterator[Callable[[str], object]]:
     finally:
         for daemon in reversed(stopped):
             slurm_cluster.ctl("start", daemon)
+
+
+@pytest.fixture(scope="module")
+def reuse_the_jinja_environment() -> Iterator[None]:
+    """render() builds its Jinja environment (and compiles the templates) on every call;
+    here the same environment is kept for a module, so thousands of renders stay fast."""
+    original = render_module._environment
+    render_module._environment = functools.cache(original)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        render_module._environment = original  # type: ignore[assignment]

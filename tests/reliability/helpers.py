@@ -177,11 +177,13 @@ def scontrol_show(job_id: str) -> dict[str, str]:
     done = slurm(["scontrol", "show", "job", job_id])
     assert done.returncode == 0, done.stderr
     fields: dict[str, str] = {}
-    for line in done.stdout.splitlines():
-        text = line.strip()
+    for line in done.stdout.split("\n"):  # not splitlines(): values may hold U+2028
+        text = line.lstrip(" ")
         for key in _SHOW_LINE_KEYS:
             if text.startswith(key + "="):
                 fields[key] = text[len(key) + 1 :]
+        if text.startswith("Comment=") and text.endswith(" "):
+            fields["Comment"] = fields["Comment"][:-1]  # scontrol pads this line with a space
         mail = re.match(r"^MailUser=(?P<user>.*) MailType=(?P<type>\S*)$", text)
         if mail:
             fields["MailUser"] = mail["user"]

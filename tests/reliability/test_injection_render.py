@@ -11,24 +11,24 @@ parameters handed to submitit are compared instead.
 
 from __future__ import annotations
 
-import functools
 import json
 import shlex
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from jobkit import render as render_module
 from jobkit.errors import JobkitError
 from jobkit.spec import load_spec
 from jobkit.submit import plan_submission
 from tests.reliability.fieldmap import BACKENDS, Slot, combined, slots, spec_with
 from tests.reliability.helpers import CliResult, Hostile, hostile_strings, write_spec
 from tests.reliability.shellshape import compare, placeholder
+
+pytestmark = pytest.mark.usefixtures("reuse_the_jinja_environment")
 
 WORD_SPLIT = {("scheduler", "extra")}
 """Fields split into words by contract (each word then quoted): docs/spec.md."""
@@ -75,18 +75,6 @@ def render_parts(spec: Any, workdir: Path) -> tuple[str, str]:
     params = executor_parameters(spec, "tok")
     setup = "\n".join(params.pop("slurm_setup"))
     return setup, json.dumps(params, sort_keys=True, ensure_ascii=False)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def reuse_the_jinja_environment() -> Iterator[None]:
-    """render() builds its Jinja environment (and compiles the templates) on every call;
-    here the same environment is kept for the module, so thousands of renders stay fast."""
-    original = render_module._environment
-    render_module._environment = functools.cache(original)  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        render_module._environment = original  # type: ignore[assignment]
 
 
 @pytest.fixture(scope="module")
