@@ -172,7 +172,8 @@ def _too_deep(text: str, file: str, with_line: bool) -> SpecError:
                 if isinstance(event, yaml.CollectionStartEvent):
                     depth += 1
                     if depth > MAX_DEPTH:
-                        line = event.start_mark.line + 1
+                        mark = event.start_mark
+                        line = mark.line + 1 if mark is not None else None
                         break
                 elif isinstance(event, yaml.CollectionEndEvent):
                     depth -= 1
