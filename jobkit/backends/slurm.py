@@ -320,8 +320,8 @@ def aggregate(tasks: Sequence[Observation]) -> Observation:
     else:
         state = next((s for s in _FINAL_ORDER if s in states), State.UNKNOWN)
     failed_codes = [t.exit_code for t in tasks if t.exit_code]
-    exit_codes = [t.exit_code for t in tasks if t.exit_code is not None]
-    exit_code = failed_codes[0] if failed_codes else (0 if exit_codes and not live else None)
+    all_known = all(t.exit_code is not None for t in tasks)
+    exit_code = failed_codes[0] if failed_codes else (0 if all_known and not live else None)
     nodes = sorted({t.nodes for t in tasks if t.nodes})
     elapsed = [t.elapsed_s for t in tasks if t.elapsed_s is not None]
     requeues = [t.requeues for t in tasks if t.requeues is not None]

@@ -1,0 +1,160 @@
+"""Slurm output parsing: pure helpers, array aggregation, and squeue/sacct output captured
+live from the real cluster with the exact commands the backend runs."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from jobkit.backends.base import Observation
+from jobkit.backends.slurm import (
+    SlurmBackend,
+    aggregate,
+    observe_sacct,
+    observe_squeue,
+    parse_elapsed,
+    parse_exit_code,
+    parse_sacct,
+    parse_sbatch_output,
+    parse_squeue,
+)
+from jobkit.errors import SchedulerError
+from jobkit.states import State
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("0:00", 0.0),
+        ("0:05", 5.0),
+        ("1:02:03", 3723.0),
+        ("00:00:03", 3.0),
+        ("2-03:04:05", 183845.0),
+        ("INVALID", None),
+        ("", None),
+    ],
+)
+def test_parse_elapsed(text: str, seconds: float | None) -> None:
+    assert parse_elapsed(text) == seconds
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("0:0", (0, None)), ("3:0", (3, None)), ("0:15", (0, 15)), ("", (None, None))],
+)
+def test_parse_exit_code(text: str, expected: tuple[int | None, int | None]) -> None:
+    assert parse_exit_code(text) == expected
+
+
+def test_parse_sbatch_output() -> None:
+    assert parse_sbatch_output(["sbatch"], "123\n", "") == "123"
+    assert parse_sbatch_output(["sbatch"], "124;east\n", "") == "124;east"
+    with pytest.raises(SchedulerError, match="unexpected sbatch output"):
+        parse_sbatch_output(["sbatch", "x"], "Submitted batch job 5\n", "")
+
+
+def _task(state: State, raw: str, code: int | None) -> Observation:
+    return Observation(state, raw, "squeue", exit_code=code)
+
+
+def test_array_exit_code_is_not_0_while_a_failed_task_has_no_code_yet() -> None:
+    """squeue knows COMPLETED means 0, but not a FAILED task's code: wait for sacct."""
+    obs = aggregate(
+        [
+            _task(State.SUCCEEDED, "COMPLETED", 0),
+            _task(State.FAILED, "FAILED", None),
+        ]
+    )
+    assert (obs.state, obs.exit_code, obs.raw_state) == (
+        State.FAILED,
+        None,
+        "array[COMPLETED=1,FAILED=1]",
+    )
+
+
+@pytest.mark.parametrize(
+    ("tasks", "state", "code"),
+    [
+        ([(State.SUCCEEDED, "COMPLETED", 0)] * 2, State.SUCCEEDED, 0),
+        (
+            [(State.SUCCEEDED, "COMPLETED", 0), (State.RUNNING, "RUNNING", None)],
+            State.RUNNING,
+            None,
+        ),
+        ([(State.QUEUED, "PENDING", None), (State.HELD, "PENDING", None)], State.QUEUED, None),
+        ([(State.HELD, "PENDING", None)] * 2, State.HELD, None),
+        ([(State.FAILED, "FAILED", 2), (State.CANCELLED, "CANCELLED", 0)], State.FAILED, 2),
+        ([(State.CANCELLED, "CANCELLED", 0)] * 3, State.CANCELLED, 0),
+        (
+            [(State.TIMEOUT, "TIMEOUT", 0), (State.OUT_OF_MEMORY, "OUT_OF_MEMORY", 0)],
+            State.OUT_OF_MEMORY,
+            0,
+        ),
+    ],
+)
+def test_array_aggregation(
+    tasks: list[tuple[State, str, int | None]], state: State, code: int | None
+) -> None:
+    obs = aggregate([_task(*t) for t in tasks])
+    assert (obs.state, obs.exit_code) == (state, code)
+
+
+# ---- captured live ---------------------------------------------------------------------
+
+
+def _sbatch(*args: str, cwd: Path) -> str:
+    return subprocess.run(
+        ["sbatch", "--parsable", "--output=/dev/null", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=cwd,
+        timeout=60,
+    ).stdout.strip()
+
+
+@pytest.mark.slurm
+@pytest.mark.usefixtures("slurm_cluster")
+def test_squeue_and_sacct_output_captured_live(tmp_path: Path) -> None:
+    backend = SlurmBackend()
+    held = _sbatch("--hold", "--job-name=parse-held", "--wrap=true", cwd=tmp_path)
+    array = _sbatch("--array=0-1", "--job-name=parse-arr", "--wrap=exit 3", cwd=tmp_path)
+    try:
+        rows = parse_squeue(backend._squeue([held, array], None))
+        by_id = {row.job_id: row for row in rows}
+        assert by_id[held].raw_state == "PENDING" and by_id[held].reason == "JobHeldUser"
+        assert by_id[held].task_id is None and by_id[held].restarts == 0
+        assert observe_squeue(rows)[held].state is State.HELD
+        assert {row.base_id for row in rows if row.job_id != held} == {array}
+        assert {row.task_id for row in rows if row.base_id == array} <= {"0", "1", "[0-1]"}
+
+        deadline = time.monotonic() + 300
+        while True:
+            runs = parse_sacct(backend._sacct([array], None))
+            if {r.raw_state for r in runs} == {"FAILED"} and len(runs) == 2:
+                break
+            assert time.monotonic() < deadline, runs
+            time.sleep(1)
+        assert sorted((r.job_id, r.exit_code, r.runs) for r in runs) == [
+            (f"{array}_0", 3, 1),
+            (f"{array}_1", 3, 1),
+        ]
+        assert all(r.nodes in ("n1", "n2") and r.elapsed_s is not None for r in runs)
+        obs = observe_sacct(runs)[array]
+        assert (obs.state, obs.exit_code, obs.raw_state) == (State.FAILED, 3, "array[FAILED=2]")
+
+        subprocess.run(["scancel", held], check=True, timeout=60)
+        deadline = time.monotonic() + 120
+        while True:
+            (cancelled,) = parse_sacct(backend._sacct([held], None))
+            if cancelled.raw_state.startswith("CANCELLED"):
+                break
+            assert time.monotonic() < deadline, cancelled
+            time.sleep(1)
+        assert cancelled.raw_state == "CANCELLED by 0"
+        assert observe_sacct([cancelled])[held].state is State.CANCELLED
+    finally:
+        subprocess.run(["scancel", held, array], capture_output=True, check=False)
