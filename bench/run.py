@@ -63,6 +63,11 @@ def _parser() -> argparse.ArgumentParser:
         help="Slurm jobs of the status pool that really run (the rest are cancelled while"
         " held; see bench/slurm_pool.py). Default 100.",
     )
+    parser.add_argument(
+        "--no-torchx-install",
+        action="store_true",
+        help="Do not install torchx into bench/.venv-torchx when it is missing.",
+    )
     parser.add_argument("--keep", action="store_true", help="Keep the scratch folder.")
     parser.add_argument("--python", type=Path, help="The project's venv python.")
     return parser
@@ -111,7 +116,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         work=work,
         partition=partition,
         say=_say,
-        options={"sizes": args.sizes, "pool_ran": args.pool_ran},
+        options={
+            "sizes": args.sizes,
+            "pool_ran": args.pool_ran,
+            "torchx_install": not args.no_torchx_install,
+        },
     )
     info = machine()
     _say(f"bench: {info['cpu_model']}, {info['cores']} cores, load {info['load_start']}")

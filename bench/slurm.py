@@ -42,9 +42,15 @@ def default_partition() -> str | None:
     return names[0] if names else None
 
 
-def accounting_works() -> bool:
-    """True when sacct answers (slurmdbd up)."""
-    return _out(["sacct", "--noheader", "--parsable2", "--starttime=now-1minutes"]) is not None
+def accounting_works(wait_s: float = 90.0) -> bool:
+    """True when sacct answers (slurmdbd up), waiting up to `wait_s` for a restart."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        if _out(["sacct", "--noheader", "--parsable2", "--starttime=now-1minutes"]) is not None:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(5.0)
 
 
 def version() -> str | None:

@@ -35,6 +35,8 @@ DEFAULT_CACHE = Path(__file__).resolve().parent / ".cache" / "slurm-pool.json"
 def cache_path() -> Path:
     """The pool cache file: $JOBKIT_BENCH_POOL, else bench/.cache/slurm-pool.json."""
     return Path(os.environ.get(POOL_ENV) or DEFAULT_CACHE)
+
+
 JOB_NAME = "jobkit-bench-pool"
 NICE = 100_000
 IN_FLIGHT = 4

@@ -52,6 +52,15 @@ def torchx_argv() -> list[str] | None:
     ]
 
 
+def install_torchx(ctx: Context) -> str | None:
+    """Run bench/setup-torchx.sh; None when it worked, else why not (one line)."""
+    done = run_timed(["bash", str(ctx.repo / "bench" / "setup-torchx.sh")], check=False)
+    if done.returncode == 0 and torchx_argv() is not None:
+        return None
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    return lines[-1] if lines else f"exit {done.returncode}"
+
+
 def torchx_version() -> str | None:
     """torchx's version in its bench venv, or None."""
     python = TORCHX_VENV / "bin" / "python"
@@ -126,13 +135,16 @@ def run(ctx: Context) -> CaseResult:
         "jobkit render": [ctx.jobkit, "render", SPEC],
     }
     tx = torchx_argv()
+    why = "not installed (--quick never installs it; see bench/setup-torchx.sh)"
+    if tx is None and not ctx.quick and ctx.options.get("torchx_install", True):
+        ctx.say("   installing torchx 0.7.0 into bench/.venv-torchx")
+        why = install_torchx(ctx) or why
+        tx = torchx_argv()
     if tx is not None:
         contenders["torchx --dryrun dist.ddp"] = tx
     else:
-        result.notes.append(
-            "torchx: not available (run `bash bench/setup-torchx.sh` to install torchx 0.7.0"
-            " into bench/.venv-torchx)"
-        )
+        result.facts["torchx"] = f"not available: {why}"
+        result.notes.append(f"torchx: not available: {why}")
 
     def runner(argv: list[object]):  # type: ignore[no-untyped-def]
         def once() -> dict[str, float]:
@@ -182,7 +194,9 @@ def run(ctx: Context) -> CaseResult:
         )
     else:
         result.targets.append(
-            target("jobkit render vs torchx dry run", "below torchx's", None, "", None)
+            target(
+                "jobkit render vs torchx dry run", "below torchx's (not available)", None, "", None
+            )
         )
 
     imports = import_check(ctx, home)
