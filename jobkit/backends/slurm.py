@@ -255,48 +255,115 @@ def _task_observation(
     )
 
 
-def observe_squeue(rows: Sequence[SqueueRow]) -> dict[str, Observation]:
-    """One observation per base job id (array tasks aggregated)."""
-    grouped: dict[str, list[Observation]] = defaultdict(list)
+TaskMap = dict[str | None, Observation]
+"""A job's tasks by task id (`"4"`, a pending range `"[5-9]"`; None for a plain job)."""
+
+
+def squeue_tasks(rows: Sequence[SqueueRow]) -> dict[str, TaskMap]:
+    """Per base job id, each task's observation from squeue (COMPLETED means exit 0)."""
+    tasks: dict[str, TaskMap] = defaultdict(dict)
     for row in rows:
         exit_code = 0 if slurm_state_word(row.raw_state) == "COMPLETED" else None
-        grouped[row.base_id].append(
-            _task_observation(
-                row.raw_state,
-                "squeue",
-                exit_code=exit_code,
-                reason=row.reason,
-                nodes=row.nodes,
-                elapsed_s=row.elapsed_s,
-                requeues=row.restarts,
-            )
+        tasks[row.base_id][row.task_id] = _task_observation(
+            row.raw_state,
+            "squeue",
+            exit_code=exit_code,
+            reason=row.reason,
+            nodes=row.nodes,
+            elapsed_s=row.elapsed_s,
+            requeues=row.restarts,
         )
-    is_array = {row.base_id for row in rows if row.task_id is not None}
-    return {base: aggregate(obs) if base in is_array else obs[0] for base, obs in grouped.items()}
+    return dict(tasks)
+
+
+def sacct_tasks(runs: Sequence[SacctRun]) -> dict[str, TaskMap]:
+    """Per base job id, each task's observation from sacct (latest run of each)."""
+    tasks: dict[str, TaskMap] = defaultdict(dict)
+    for run in runs:
+        tasks[run.base_id][run.task_id] = _task_observation(
+            run.raw_state,
+            "sacct",
+            exit_code=run.exit_code,
+            signal=run.signal,
+            reason=run.reason,
+            nodes=run.nodes,
+            elapsed_s=run.elapsed_s,
+            requeues=max(run.runs - 1, 0),
+            max_rss=run.max_rss,
+            cpu_time=run.cpu_time,
+        )
+    return dict(tasks)
+
+
+def _summary(tasks: TaskMap) -> Observation:
+    """A plain job's observation, or an array's tasks aggregated."""
+    if set(tasks) == {None}:
+        return tasks[None]
+    return aggregate([obs for key, obs in tasks.items() if key is not None])
+
+
+def observe_squeue(rows: Sequence[SqueueRow]) -> dict[str, Observation]:
+    """One observation per base job id (array tasks aggregated)."""
+    return {base: _summary(tasks) for base, tasks in squeue_tasks(rows).items()}
 
 
 def observe_sacct(runs: Sequence[SacctRun]) -> dict[str, Observation]:
     """One observation per base job id (array tasks aggregated)."""
-    grouped: dict[str, list[Observation]] = defaultdict(list)
-    is_array: set[str] = set()
-    for run in runs:
-        if run.task_id is not None:
-            is_array.add(run.base_id)
-        grouped[run.base_id].append(
-            _task_observation(
-                run.raw_state,
-                "sacct",
-                exit_code=run.exit_code,
-                signal=run.signal,
-                reason=run.reason,
-                nodes=run.nodes,
-                elapsed_s=run.elapsed_s,
-                requeues=max(run.runs - 1, 0),
-                max_rss=run.max_rss,
-                cpu_time=run.cpu_time,
-            )
+    return {base: _summary(tasks) for base, tasks in sacct_tasks(runs).items()}
+
+
+def array_size(spec: str) -> int | None:
+    """How many tasks an array spec names: `0-9` 10, `1,3,5` 3, `0-10:2` 6, `0-99%10` 100."""
+    total = 0
+    for part in spec.split("%", 1)[0].split(","):
+        bounds, _, step_text = part.strip().partition(":")
+        first, _, last = bounds.partition("-")
+        if not first.isdigit() or (last and not last.isdigit()):
+            return None
+        step = int(step_text) if step_text.isdigit() and int(step_text) > 0 else 1
+        if step_text and not step_text.isdigit():
+            return None
+        high = int(last) if last else int(first)
+        if high < int(first):
+            return None
+        total += (high - int(first)) // step + 1
+    return total or None
+
+
+def _task_count(key: str | None) -> int:
+    """1 for a task; the size of a pending range `[5-9]`."""
+    if key is not None and key.startswith("["):
+        return array_size(key.strip("[]")) or 1
+    return 1
+
+
+def array_observation(
+    live: TaskMap | None, done: TaskMap | None, expected: int | None
+) -> Observation | None:
+    """An array job from both sources, task by task (sacct for ended tasks, squeue else).
+
+    Right after the end, sacct may know only the base record (without a task id) and
+    squeue may have dropped early tasks: while fewer tasks than the array has are
+    accounted for, an all-ended view is reported as still RUNNING, not as final.
+    """
+    keys = (set(live or {}) | set(done or {})) - {None}
+    merged = {
+        key: obs
+        for key in keys
+        if (obs := _choose((live or {}).get(key), (done or {}).get(key))) is not None
+    }
+    if not merged:
+        return None
+    obs = aggregate(list(merged.values()))
+    seen = sum(_task_count(key) for key in merged)
+    if expected is not None and seen < expected and obs.state.is_final:
+        return replace(
+            obs,
+            state=State.RUNNING,
+            exit_code=None,
+            reason=f"{seen} of {expected} tasks reported so far ({obs.reason})",
         )
-    return {base: aggregate(obs) if base in is_array else obs[0] for base, obs in grouped.items()}
+    return obs
 
 
 def aggregate(tasks: Sequence[Observation]) -> Observation:
@@ -406,20 +473,25 @@ class SlurmBackend:
     ) -> dict[str, Observation]:
         by_number = {SlurmId.parse(j.scheduler_id).job: j for j in jobs}
         numbers = list(by_number)
-        live = observe_squeue(parse_squeue(self._squeue(numbers, cluster)))
-        need_sacct = [n for n in numbers if n not in live or live[n].state.is_final]
-        done: dict[str, Observation] = {}
+        live = squeue_tasks(parse_squeue(self._squeue(numbers, cluster)))
+        need_sacct = [n for n, job in by_number.items() if not _settled_live(live.get(n), job)]
+        done: dict[str, TaskMap] = {}
         accounting = True
         if need_sacct:
             try:
-                done = observe_sacct(parse_sacct(self._sacct(need_sacct, cluster)))
+                done = sacct_tasks(parse_sacct(self._sacct(need_sacct, cluster)))
             except SchedulerError as err:
                 if ACCOUNTING_DISABLED not in (err.stderr + err.stdout).lower():
                     raise
                 accounting = False
         result: dict[str, Observation] = {}
         for number, job in by_number.items():
-            obs = _choose(live.get(number), done.get(number))
+            if job.extra.get("array"):
+                obs = array_observation(
+                    live.get(number), done.get(number), array_size(job.extra["array"])
+                )
+            else:
+                obs = _choose(_plain(live.get(number)), _plain(done.get(number)))
             if not accounting and (obs is None or obs.exit_code is None):
                 obs = _exit_file_fallback(obs, job)
             if obs is not None:
@@ -524,6 +596,25 @@ def _by_cluster(jobs: Iterable[TrackedJob]) -> dict[str | None, list[TrackedJob]
     for job in jobs:
         groups[SlurmId.parse(job.scheduler_id).cluster].append(job)
     return groups
+
+
+def _plain(tasks: TaskMap | None) -> Observation | None:
+    """A plain job's one observation (None when the source does not know it)."""
+    if not tasks:
+        return None
+    return tasks.get(None) or _summary(tasks)
+
+
+def _settled_live(tasks: TaskMap | None, job: TrackedJob) -> bool:
+    """squeue alone answers: the job is there, not ended, and (arrays) every task is seen."""
+    if not tasks:
+        return False
+    if job.extra.get("array"):
+        expected = array_size(job.extra["array"])
+        seen = sum(_task_count(key) for key in tasks if key is not None)
+        if expected is not None and seen < expected:
+            return False
+    return not _summary(tasks).state.is_final
 
 
 def _choose(live: Observation | None, done: Observation | None) -> Observation | None:

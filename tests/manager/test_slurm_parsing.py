@@ -13,6 +13,8 @@ from jobkit.backends.base import Observation
 from jobkit.backends.slurm import (
     SlurmBackend,
     aggregate,
+    array_observation,
+    array_size,
     observe_sacct,
     observe_squeue,
     parse_elapsed,
@@ -20,6 +22,8 @@ from jobkit.backends.slurm import (
     parse_sacct,
     parse_sbatch_output,
     parse_squeue,
+    sacct_tasks,
+    squeue_tasks,
 )
 from jobkit.errors import SchedulerError
 from jobkit.states import State
@@ -158,3 +162,43 @@ def test_squeue_and_sacct_output_captured_live(tmp_path: Path) -> None:
         assert observe_sacct([cancelled])[held].state is State.CANCELLED
     finally:
         subprocess.run(["scancel", held, array], capture_output=True, check=False)
+
+
+@pytest.mark.parametrize(
+    ("spec", "size"),
+    [("0-2", 3), ("0-9", 10), ("1,3,5", 3), ("0-10:2", 6), ("0-99%10", 100), ("7", 1), ("x", None)],
+)
+def test_array_size(spec: str, size: int | None) -> None:
+    assert array_size(spec) == size
+
+
+def test_array_not_final_while_sacct_knows_only_the_base_record() -> None:
+    """Seen on the test cluster right after an array 0-2 ended: squeue still listed the 3
+    tasks, but sacct knew only the base record, without its task id. Reporting that record
+    as the job would end the array as "FAILED 2" and lose tasks 0 and 1."""
+    squeue = parse_squeue(
+        "12858_0|12858|0|COMPLETED|None|n1|0:01|0|\n"
+        "12858_2|12858|2|FAILED|NonZeroExitCode|n1|0:00|0|\n"
+        "12858_1|12858|1|FAILED|NonZeroExitCode|n2|0:01|0|\n"
+    )
+    lagging = parse_sacct(
+        "12858|12858|FAILED|2:0|00:00:00|n1|None||00:00.019\n"
+        "12858.batch|12858.batch|FAILED|2:0|00:00:00|n1|||00:00.017\n"
+    )
+    obs = array_observation(squeue_tasks(squeue)["12858"], sacct_tasks(lagging)["12858"], 3)
+    assert obs is not None
+    assert (obs.state, obs.exit_code) == (State.FAILED, None)  # squeue's view: codes unknown
+    assert obs.raw_state == "array[COMPLETED=1,FAILED=2]"
+    # squeue dropped tasks 0 and 1 (MinJobAge) and sacct still lags: not final yet
+    only_last = squeue_tasks([row for row in squeue if row.task_id == "2"])["12858"]
+    partial = array_observation(only_last, sacct_tasks(lagging)["12858"], 3)
+    assert partial is not None and partial.state is State.RUNNING
+    assert partial.reason is not None and partial.reason.startswith("1 of 3 tasks reported")
+    complete = parse_sacct(
+        "12858_0|12859|COMPLETED|0:0|00:00:01|n1|None||00:00.010\n"
+        "12858_1|12860|FAILED|1:0|00:00:01|n2|None||00:00.010\n"
+        "12858_2|12858|FAILED|2:0|00:00:00|n1|None||00:00.019\n"
+    )
+    final = array_observation(only_last, sacct_tasks(complete)["12858"], 3)
+    assert final is not None
+    assert (final.state, final.exit_code, final.source) == (State.FAILED, 1, "sacct")
