@@ -1,0 +1,106 @@
+"""Two Slurm nodes (n1, n2) train the bundled model, or the user's own DDP script.
+
+Each test submits an example through the real CLI (`jobkit submit ... --wait`) and reads
+back what the job left: the state jobkit recorded, each rank's log, metrics, checkpoint.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.e2e import runs
+from tests.e2e.cli import Jobkit, trainer_sets
+from tests.e2e.conftest import Figures
+
+pytestmark = pytest.mark.slurm
+
+STEPS = 40
+SMALL_TRAINING = trainer_sets(train__steps=STEPS, logging__every_steps=5)
+
+
+def _finished(jobkit: Jobkit, spec: str, *options: str) -> tuple[dict, Path]:  # type: ignore[type-arg]
+    """Submit with --wait; the job must have SUCCEEDED. Returns its record and run folder."""
+    sub = jobkit.submit(spec, *options)
+    assert sub.returncode == 0, sub.explain()
+    assert f"{sub.jobkit_id} SUCCEEDED" in sub.stderr, sub.explain()
+    record = jobkit.status(sub.jobkit_id)
+    assert record["scheduler_id"] == sub.scheduler_id
+    assert (record["state"], record["raw_state"], record["exit_code"]) == (
+        "SUCCEEDED",
+        "COMPLETED",
+        0,
+    ), record
+    assert record["nodes"] == "n[1-2]" and record["requeues"] == 0, record
+    return record, Path(record["log_paths"]["run_dir"])
+
+
+def _check_trained(run_dir: Path, launcher: str) -> tuple[float, float]:
+    """Both ranks trained together to STEPS, the loss fell, the final checkpoint exists."""
+    for rank in (0, 1):
+        log = runs.rank_log(run_dir, rank)
+        assert f"launcher={launcher} rank={rank}" in log, log
+        assert "world_size=2" in log and f"node_rank={rank} num_nodes=2" in log, log
+        if launcher == "slurm":  # torchrun gives its workers a master of its own choosing
+            assert "master=n1:" in log, log
+        assert f"step {STEPS}/{STEPS} loss" in log, log
+    assert runs.last_step(run_dir) == STEPS
+    assert STEPS in runs.checkpoint_steps(run_dir)
+    return runs.assert_loss_fell(run_dir)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", ["torchrun", "srun"])
+def test_two_slurm_nodes_train_the_bundled_model(
+    jobkit: Jobkit, slurm_cluster: object, figures: Figures, launcher: str
+) -> None:
+    """examples/slurm-2node.yaml: one torchrun per node (c10d on n1), or one srun task per rank."""
+    record, run_dir = _finished(
+        jobkit, "examples/slurm-2node.yaml", "--set", f"launch.launcher={launcher}", *SMALL_TRAINING
+    )
+    first, last = _check_trained(run_dir, "torchrun" if launcher == "torchrun" else "slurm")
+    per_process = (
+        ["node-0.out", "node-1.out"] if launcher == "torchrun" else ["rank-0.out", "rank-1.out"]
+    )
+    for name in per_process:
+        assert (run_dir / name).is_file(), sorted(p.name for p in run_dir.iterdir())
+    if launcher == "torchrun":
+        # c10d rendezvous on n1, at the port derived from the job id (docs/design.md).
+        port = 15000 + int(record["scheduler_id"]) % 15000
+        assert f"master n1:{port}" in Path(record["log_paths"]["out"]).read_text()
+
+    # What a user looks at: the status table, the job's output and one rank's log.
+    table = jobkit.run("status")
+    assert table.returncode == 0 and re.search(
+        rf"{record['jobkit_id']}\s+{record['scheduler_id']}\s+slurm-2node\s+slurm\s+SUCCEEDED",
+        table.stdout,
+    ), table.stdout
+    assert "job step ended with exit code 0" in jobkit.logs(record["jobkit_id"])
+    assert f"step {STEPS}/{STEPS} loss" in jobkit.logs(record["jobkit_id"], "--rank", "0")
+    if launcher == "torchrun":  # with srun, --rank 1 shows rank-1.out: rank 1 prints nothing
+        assert f"rank 1: step {STEPS}/{STEPS}" in jobkit.logs(record["jobkit_id"], "--rank", "1")
+    figures(
+        launcher=launcher,
+        job=record["scheduler_id"],
+        first_loss=first,
+        final_loss=last,
+        elapsed_s=record["elapsed_s"],
+        submit_to_succeeded_s=round(record["final_at"] - record["submitted_at"], 1),
+    )
+
+
+@pytest.mark.slow
+def test_users_own_ddp_script_on_two_slurm_nodes(
+    jobkit: Jobkit, slurm_cluster: object, figures: Figures
+) -> None:
+    """examples/own-script.yaml: a plain DDP script that reads only torchrun's variables."""
+    record, run_dir = _finished(jobkit, "examples/own-script.yaml")
+    node0 = (run_dir / "node-0.out").read_text()
+    node1 = (run_dir / "node-1.out").read_text()
+    assert re.search(r"^rank 0/2 \(local 0\) on cpu$", node0, re.MULTILINE), node0
+    assert re.search(r"^rank 1/2 \(local 0\) on cpu$", node1, re.MULTILINE), node1
+    losses = [float(x) for x in re.findall(r"^epoch \d/3 loss (\S+)$", node0, re.MULTILINE)]
+    assert len(losses) == 3 and losses[-1] < losses[0], node0
+    figures(job=record["scheduler_id"], epoch_losses=losses, elapsed_s=record["elapsed_s"])

@@ -1,0 +1,102 @@
+"""Two hosts over ssh (the loopback sshd's n1 and n2): training, and `jobkit cancel`.
+
+n1 and n2 are this machine reached over sshd on 127.0.0.1:2222, so "nothing left on
+either host" is checked over ssh on each, as on a real pair of hosts.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e import hosts, runs
+from tests.e2e.cli import Jobkit, trainer_sets
+from tests.e2e.conftest import Figures
+
+pytestmark = pytest.mark.ssh
+
+STEPS = 40
+
+
+@pytest.mark.slow
+def test_ssh_two_hosts_train_the_bundled_model(
+    jobkit: Jobkit, ssh_hosts: object, figures: Figures
+) -> None:
+    """examples/ssh-2node.yaml: one torchrun per host started over ssh, rendezvous on n1."""
+    sub = jobkit.submit("examples/ssh-2node.yaml", *trainer_sets(train__steps=STEPS))
+    assert sub.returncode == 0, sub.explain()
+    record = jobkit.status(sub.jobkit_id)
+    assert (record["backend"], record["state"], record["exit_code"]) == ("ssh", "SUCCEEDED", 0)
+    run_dir = Path(record["log_paths"]["run_dir"])
+    out = Path(record["log_paths"]["out"]).read_text()
+    assert (
+        "host 0 (n1) ended with exit code 0" in out and "host 1 (n2) ended with exit code 0" in out
+    )
+    for node in (0, 1):
+        assert f"host {node} (" in (run_dir / f"node-{node}.out").read_text()
+    for rank in (0, 1):
+        log = runs.rank_log(run_dir, rank)
+        assert f"rank={rank}" in log and f"node_rank={rank} num_nodes=2" in log, log
+        assert f"step {STEPS}/{STEPS} loss" in log, log
+    first, last = runs.assert_loss_fell(run_dir)
+    assert STEPS in runs.checkpoint_steps(run_dir)
+    figures(first_loss=first, final_loss=last, submit_to_succeeded_s=round(sub.seconds, 1))
+
+
+@pytest.mark.slow
+def test_cancel_leaves_no_process_on_either_host(
+    jobkit: Jobkit, ssh_hosts: object, figures: Figures, tmp_path: Path
+) -> None:
+    """`jobkit cancel` of a training run: no launcher, ssh, torchrun or worker left."""
+    marker = hosts.unique_marker("e2e-ssh-cancel")
+    output = tmp_path / "submit.out"
+    waiting = jobkit.start(
+        "examples/ssh-2node.yaml",
+        *trainer_sets(train__steps=100000, name=marker),
+        output=output,
+    )
+    try:
+        jobkit_id, _ = jobkit.submitted(output)
+        record = jobkit.status(jobkit_id)
+        run_dir = Path(record["log_paths"]["run_dir"])
+        # Both ranks are in the training loop: rank 1's log has reached step 10.
+        runs.wait_for(
+            lambda: (run_dir / "rank-1.log").exists() and "step 10/" in runs.rank_log(run_dir, 1),
+            timeout=240,
+            what="rank 1 at step 10",
+        )
+        before = {host: hosts.remote_pgrep(host, marker) for host in ("n1", "n2")}
+        assert all(len(found) >= 2 for found in before.values()), before  # torchrun + workers
+        started = time.monotonic()
+        cancelled = jobkit.run("cancel", jobkit_id, timeout=180)
+        cancel_s = time.monotonic() - started
+        assert cancelled.returncode == 0, cancelled.stderr
+        after = {host: hosts.remote_pgrep(host, marker) for host in ("n1", "n2")}
+        assert after == {"n1": [], "n2": []}, after
+        launcher_pid = int((run_dir / "launcher.pid").read_text())
+        assert not Path(f"/proc/{launcher_pid}").exists() or _is_zombie(launcher_pid)
+        for node in (0, 1):
+            assert not Path(f"/tmp/jobkit-{jobkit_id}-node-{node}.pgid").exists()
+        assert waiting.wait(timeout=120) != 0  # --wait ends with the job, not in success
+        final = jobkit.status(jobkit_id)
+        assert final["state"] == "CANCELLED", final
+        figures(
+            processes_before={host: len(found) for host, found in before.items()},
+            cancel_s=round(cancel_s, 1),
+            last_step=runs.last_step(run_dir),
+        )
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.wait()
+        hosts.kill_leftovers(marker)
+
+
+def _is_zombie(pid: int) -> bool:
+    done = subprocess.run(
+        ["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip().startswith("Z")
