@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ STEPS = 40
 SMALL_TRAINING = trainer_sets(train__steps=STEPS, logging__every_steps=5)
 
 
-def _finished(jobkit: Jobkit, spec: str, *options: str) -> tuple[dict, Path]:  # type: ignore[type-arg]
+def _finished(jobkit: Jobkit, spec: str, *options: str) -> tuple[dict[str, Any], Path]:
     """Submit with --wait; the job must have SUCCEEDED. Returns its record and run folder."""
     sub = jobkit.submit(spec, *options)
     assert sub.returncode == 0, sub.explain()
