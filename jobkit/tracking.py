@@ -1,7 +1,7 @@
 """Keeping the registry in step with the schedulers: batched refresh and waiting for a job.
 
     result = refresh(store, records)   # one poll per backend, whatever the number of jobs
-    final = wait_for(store, record, on_change=print)
+    final = wait_for(store, jobkit_id, on_change=show, on_failure=warn)
 
 A backend that cannot answer changes no job's state: its error and the age of the states
 shown come back in `result.failures`, for the caller to warn about.
