@@ -38,7 +38,8 @@ class SpecError(JobkitError):
             # A file name with a newline or an escape sequence is shown quoted: one line.
             name = self.file if self.file.isprintable() else repr(self.file)
             where = name + (f":{self.line}" if self.line else "") + ": "
-        key = f"{self.key}: " if self.key else ""
+        shown_key = self.key if self.key is None or self.key.isprintable() else repr(self.key)
+        key = f"{shown_key}: " if shown_key else ""
         return f"{where}{key}{self.message}"
 
 

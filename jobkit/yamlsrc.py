@@ -139,15 +139,13 @@ def parse_value(text: str, source: str) -> Any:
 
 def _compose(text: str, file: str, *, with_line: bool = True) -> yaml.Node | None:
     try:
-        loader = yaml.SafeLoader(text)  # the reader checks every character here
+        loader = _DepthLimitedLoader(text)  # the reader checks every character here
     except yaml.reader.ReaderError as err:
         line = text[: err.position].count("\n") + 1 if with_line else None
         message = f"invalid YAML: unacceptable character #x{err.character:04x} ({err.reason})"
         raise SpecError(message, file=file, line=line) from None
     try:
         return loader.get_single_node()
-    except RecursionError:
-        raise _too_deep(text, file, with_line) from None
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         problem = err.problem or err.context or "cannot be parsed"
@@ -161,25 +159,26 @@ def _compose(text: str, file: str, *, with_line: bool = True) -> yaml.Node | Non
         loader.dispose()
 
 
-def _too_deep(text: str, file: str, with_line: bool) -> SpecError:
-    """The error for input nested deeper than MAX_DEPTH, at the line where it gets too deep
-    (found with the event parser, which does not recurse)."""
-    line = None
-    if with_line:
-        depth = 0
+class _DepthLimitedLoader(yaml.SafeLoader):
+    """SafeLoader whose composer stops at MAX_DEPTH levels: PyYAML composes recursively
+    (deep input ends in RecursionError) and scans flow collections in time quadratic in
+    their depth (a 1 MiB `[[[[...` would take hours), so both stop right there."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        self._depth += 1
         try:
-            for event in yaml.parse(text, Loader=yaml.SafeLoader):
-                if isinstance(event, yaml.CollectionStartEvent):
-                    depth += 1
-                    if depth > MAX_DEPTH:
-                        mark = event.start_mark
-                        line = mark.line + 1 if mark is not None else None
-                        break
-                elif isinstance(event, yaml.CollectionEndEvent):
-                    depth -= 1
-        except yaml.YAMLError:
-            pass
-    return SpecError(f"nested more than {MAX_DEPTH} levels deep", file=file, line=line)
+            if self._depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested more than {MAX_DEPTH} levels deep", mark
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 class _Builder:
