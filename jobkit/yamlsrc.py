@@ -206,8 +206,10 @@ class _Builder:
         if isinstance(node, yaml.ScalarNode):
             try:
                 return self.constructor.construct_object(node, deep=True)
-            except yaml.YAMLError as err:
-                raise self.error(f"invalid YAML value: {_one_line(str(err))}", node, path) from None
+            except (yaml.YAMLError, ValueError, OverflowError) as err:
+                # ValueError: a date like 2001-13-45, an integer of over 4300 digits
+                why = _one_line(str(err)).split(": use sys.")[0].split("; use sys.")[0]
+                raise self.error(f"invalid YAML value: {why}", node, path) from None
         if id(node) in self.active:
             raise self.error("an alias refers to itself", node, path)
         self.active.add(id(node))
