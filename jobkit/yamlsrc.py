@@ -206,9 +206,11 @@ class _Builder:
         if isinstance(node, yaml.ScalarNode):
             try:
                 return self.constructor.construct_object(node, deep=True)
-            except (yaml.YAMLError, ValueError, OverflowError) as err:
-                # ValueError: a date like 2001-13-45, an integer of over 4300 digits
-                why = _one_line(str(err)).split(": use sys.")[0].split("; use sys.")[0]
+            except Exception as err:
+                # PyYAML's constructors raise more than YAMLError: ValueError for a date like
+                # 2001-13-45 or an integer of over 4300 digits, KeyError for `!!bool maybe`
+                text = str(err) if not isinstance(err, KeyError) else f"not a value: {err}"
+                why = _one_line(text).split(": use sys.")[0].split("; use sys.")[0]
                 raise self.error(f"invalid YAML value: {why}", node, path) from None
         if id(node) in self.active:
             raise self.error("an alias refers to itself", node, path)
