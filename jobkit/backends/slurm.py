@@ -330,6 +330,12 @@ def array_size(spec: str) -> int | None:
     return total or None
 
 
+def _task_order(key: str | None) -> tuple[int, int, str]:
+    """Tasks by number, pending ranges last: the first failed task gives an array's code."""
+    text = key or ""
+    return (0, int(text), "") if text.isdigit() else (1, 0, text)
+
+
 def _task_count(key: str | None) -> int:
     """1 for a task; the size of a pending range `[5-9]`."""
     if key is not None and key.startswith("["):
@@ -346,7 +352,7 @@ def array_observation(
     squeue may have dropped early tasks: while fewer tasks than the array has are
     accounted for, an all-ended view is reported as still RUNNING, not as final.
     """
-    keys = (set(live or {}) | set(done or {})) - {None}
+    keys = sorted((set(live or {}) | set(done or {})) - {None}, key=_task_order)
     merged = {
         key: obs
         for key in keys
