@@ -77,11 +77,21 @@ def wait_until(
     timeout: float = 300,
     interval: float = 0.5,
 ) -> dict[str, Any]:
-    """Poll `jobkit status JOB --json` until done(record) or fail after timeout."""
+    """Poll `jobkit status JOB --json` until done(record) or fail after timeout.
+
+    Exit 3 (a scheduler query failed; other tests on this machine may restart the Slurm
+    daemons) is retried until the timeout.
+    """
     deadline = time.monotonic() + timeout
     seen: list[str] = []
     while True:
-        record = status_of(jobkit, job)
+        result = jobkit("status", job, "--json")
+        if result.code == 3 and time.monotonic() < deadline:
+            # a scheduler query failed (status said so and changed nothing): ask again
+            time.sleep(interval)
+            continue
+        assert result.code == 0, result.err
+        record: dict[str, Any] = json.loads(result.out)[0]
         if not seen or seen[-1] != record["state"]:
             seen.append(record["state"])
         if done(record):
