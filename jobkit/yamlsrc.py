@@ -168,6 +168,15 @@ class _DepthLimitedLoader(yaml.SafeLoader):
         super().__init__(stream)
         self._depth = 0
 
+    def fetch_flow_collection_start(self, TokenClass: type[yaml.Token]) -> None:
+        """`[` or `{`: the scanner reads a flow collection ahead to its end (to find simple
+        keys), so the depth is checked here, before any of that work."""
+        if self.flow_level >= MAX_DEPTH:
+            raise yaml.scanner.ScannerError(
+                None, None, f"nested more than {MAX_DEPTH} levels deep", self.get_mark()
+            )
+        super().fetch_flow_collection_start(TokenClass)
+
     def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         self._depth += 1
         try:
