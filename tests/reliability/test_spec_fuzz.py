@@ -400,6 +400,9 @@ def nasty_files(folder: Path) -> list[Path]:
             for c in range(ord("b"), ord("k"))
         ),
         "deep": b"name: a\nrun: {command: " + b"[" * 5000 + b"]" * 5000 + b"}\n",
+        # 1 MiB of nesting: PyYAML alone would scan it in quadratic time (hours)
+        "deep-1mib": b"name: a\nrun: {command: " + b"[" * 500_000 + b"]" * 500_000 + b"}\n",
+        "deep-mappings": b"name: a\nrun: " + b"{a: " * 5000 + b"}" * 5000 + b"\n",
         "huge-int": b"name: a\nrun: {command: x}\nresources: {nodes: " + b"9" * 5000 + b"}\n",
         "huge-float": b"name: a\nrun: {command: x}\nresources: {time: 1e999}\n",
         "nan": b"name: a\nrun: {command: x}\nresources: {nodes: .nan}\n",
