@@ -75,22 +75,23 @@ def main() -> None:
         n_heads=args.n_heads,
         dropout=args.dropout,
     ).to(device)
+    ddp: torch.nn.Module = model  # one process: no DDP wrapper (the trainer has none either)
     if world > 1:
         ddp = DistributedDataParallel(
             model, device_ids=[local_rank] if device.type == "cuda" else None
         )
-    else:  # one process: what one writes by hand has no DDP wrapper (nor has the trainer)
-        ddp = model
-    sampler = DistributedSampler(data, world, rank, shuffle=True, seed=args.seed, drop_last=True)
+    sampler: DistributedSampler[int] = DistributedSampler(
+        data, world, rank, shuffle=True, seed=args.seed, drop_last=True
+    )
     optimizer = torch.optim.AdamW(ddp.parameters(), lr=args.lr, weight_decay=args.weight_decay)
 
+    warmup, total, floor = int(args.warmup_steps), int(args.steps), float(args.min_lr_ratio)
+
     def lr_factor(step: int) -> float:
-        if step < args.warmup_steps:
-            return (step + 1) / args.warmup_steps
-        progress = min(1.0, (step - args.warmup_steps) / max(1, args.steps - args.warmup_steps))
-        return args.min_lr_ratio + (1 - args.min_lr_ratio) * 0.5 * (
-            1 + math.cos(math.pi * progress)
-        )
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
 
     schedule = LambdaLR(optimizer, lr_factor)
     amp_dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.amp]
@@ -109,7 +110,7 @@ def main() -> None:
                     logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1)
                 )
             optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
+            scaler.scale(loss).backward()  # type: ignore[no-untyped-call]
             scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(ddp.parameters(), args.grad_clip)
             scaler.step(optimizer)

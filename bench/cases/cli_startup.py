@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from bench.case import CaseResult, Context, target
-from bench.measure import interleave, paired_median, ratio, stats
+from bench.measure import Runner, interleave, paired_median, ratio, stats
 from bench.procs import run_timed
 
 NAME = "cli_startup"
@@ -121,6 +121,14 @@ def import_check(ctx: Context, home: Path) -> dict[str, object]:
             "torch_imported": bool(torch_mods),
             "torch_modules": torch_mods[:5],
             "slowest_packages_ms": top_packages(modules),
+            "slowest_jobkit_modules_ms": [
+                [name, round(self_us / 1000, 1)]
+                for name, (self_us, _) in sorted(
+                    ((n, t) for n, t in modules.items() if n.startswith("jobkit")),
+                    key=lambda item: item[1][0],
+                    reverse=True,
+                )[:4]
+            ],
         }
     return report
 
@@ -130,9 +138,9 @@ def run(ctx: Context) -> CaseResult:
     result = CaseResult(NAME, TITLE)
     home = ctx.scratch("cli-home")
     env = ctx.env(JOBKIT_HOME=str(home))
-    contenders = {
-        "floor: python -c 'import jinja2, yaml'": [ctx.python, "-c", "import jinja2, yaml"],
-        "jobkit render": [ctx.jobkit, "render", SPEC],
+    contenders: dict[str, list[str]] = {
+        "floor: python -c 'import jinja2, yaml'": [str(ctx.python), "-c", "import jinja2, yaml"],
+        "jobkit render": [str(ctx.jobkit), "render", SPEC],
     }
     tx = torchx_argv()
     why = "not installed (--quick never installs it; see bench/setup-torchx.sh)"
@@ -146,9 +154,9 @@ def run(ctx: Context) -> CaseResult:
         result.facts["torchx"] = f"not available: {why}"
         result.notes.append(f"torchx: not available: {why}")
 
-    def runner(argv: list[object]):  # type: ignore[no-untyped-def]
+    def runner(argv: list[str]) -> Runner:
         def once() -> dict[str, float]:
-            done = run_timed(argv, env=env, cwd=ctx.repo, capture=False)  # type: ignore[arg-type]
+            done = run_timed(argv, env=env, cwd=ctx.repo, capture=False)
             return {"wall_s": done.wall_s, "cpu_s": done.cpu_s}
 
         return once

@@ -18,8 +18,9 @@ from bench.procs import run_timed
 
 NAME = "gpu"
 TITLE = "GPU: trainer vs plain loop (bf16, fp16) and model FLOP utilisation"
-MODEL = {"d_model": 768, "n_layers": 12, "n_heads": 12, "dropout": 0.0}
-DATA = {"context": 256, "batch": 32, "stride": 16}
+D_MODEL, LAYERS, HEADS, CONTEXT = 768, 12, 12, 256
+MODEL = {"d_model": D_MODEL, "n_layers": LAYERS, "n_heads": HEADS, "dropout": 0.0}
+DATA = {"context": CONTEXT, "batch": 32, "stride": 16}
 
 PEAK_BF16_TFLOPS = {
     "H200": 989.0,
@@ -101,10 +102,8 @@ def run(ctx: Context) -> CaseResult:
     data = interleave(contenders, ctx.rounds, warmup=ctx.warmup)
     for contender in contenders:
         result.stats.append(data.stats(contender, "steps_per_s", "steps/s"))
-    per_token = flops_per_token(
-        vocab_size(ctx), MODEL["d_model"], MODEL["n_layers"], DATA["context"]
-    )
-    tokens_per_step = DATA["batch"] * DATA["context"]
+    per_token = flops_per_token(vocab_size(ctx), D_MODEL, LAYERS, CONTEXT)
+    tokens_per_step = DATA["batch"] * CONTEXT
     peak = peak_flops(name)
     result.facts.update(
         {

@@ -83,7 +83,7 @@ def _status(ctx: Context, home: Path, wrappers: Path | None = None, as_json: boo
     env = ctx.env(JOBKIT_HOME=str(home))
     if wrappers is not None:
         env["PATH"] = f"{wrappers}:{env['PATH']}"
-    argv = [ctx.jobkit, "status", *(["--json"] if as_json else [])]
+    argv = [str(ctx.jobkit), "status", *(["--json"] if as_json else [])]
     return run_timed(argv, env=env, cwd=ctx.work, timeout=600, check=False)
 
 
