@@ -448,6 +448,7 @@ def test_slurm_shows_folder_logs_and_mail_user_exactly(
 
 
 @pytest.mark.slurm
+@pytest.mark.timeout(900)  # it may wait for a free node on a shared cluster
 def test_slurm_job_runs_with_every_string_exact(
     jobkit: Invoke, workdir: Path, slurm_jobs: list[str]
 ) -> None:
@@ -470,7 +471,7 @@ def test_slurm_job_runs_with_every_string_exact(
     assert result.code == 0, result.err
     record = json.loads(result.out)
     slurm_jobs.append(record["scheduler_id"])
-    final = wait_final(jobkit, [record["jobkit_id"]], timeout=240)[record["jobkit_id"]]
+    final = wait_final(jobkit, [record["jobkit_id"]], timeout=720)[record["jobkit_id"]]
     assert (final["state"], final["exit_code"]) == ("SUCCEEDED", 0), final
     out = Path(final["log_paths"]["out"])
     expected_out = workdir / logs_dir / f"slurm-args-{record['scheduler_id']}.out"
