@@ -120,7 +120,8 @@ def program_argv(spec: JobSpec) -> list[str]:
 
 
 def env_exports(spec: JobSpec) -> list[tuple[str, str]]:
-    """Exported variables, later sources winning: NCCL preset, debug, nccl.vars, env.vars."""
+    """Exported variables, later sources winning: NCCL preset, debug, torchrun restart fix,
+    nccl.vars, env.vars."""
     nccl = spec.env.nccl
     exports: dict[str, str] = {}
     if nccl.preset == "ethernet":
@@ -133,6 +134,10 @@ def env_exports(spec: JobSpec) -> list[tuple[str, str]]:
         exports["NCCL_IB_HCA"] = nccl.ib_hca
     if spec.env.debug:
         exports.update(DEBUG_VARS)
+    if spec.launch.launcher == "torchrun" and spec.launch.max_restarts > 0:
+        # torchrun's store shared with its workers hands restarted workers the previous
+        # attempt's addresses on several nodes (pytorch#135712): they fail or hang.
+        exports["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     for source in (nccl.vars, spec.env.vars):
         for name, value in source.items():
             exports[name] = shell_word(value)

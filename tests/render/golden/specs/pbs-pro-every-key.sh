@@ -149,6 +149,7 @@ jobkit_node() {
   # Variables for the program (env.vars, the NCCL preset and overrides, env.debug).
   export NCCL_IB_DISABLE=1
   export NCCL_SOCKET_IFNAME=eth0,eth1
+  export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
   export DATA='/scratch/data set'
   cd -- /scratch/run
   echo "jobkit: host $rank ($(hostname)) of $JOBKIT_NNODES: torchrun with $JOBKIT_NPROC_PER_NODE process(es)"

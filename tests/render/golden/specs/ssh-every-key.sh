@@ -93,6 +93,7 @@ jobkit_node() {
   export NCCL_DEBUG_SUBSYS=INIT,NET
   export PYTHONFAULTHANDLER=1
   export LOGLEVEL=INFO
+  export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
   export NCCL_P2P_DISABLE=1
   cd -- project
   echo "jobkit: host $rank ($(hostname)) of $JOBKIT_NNODES: torchrun with $JOBKIT_NPROC_PER_NODE process(es)"
