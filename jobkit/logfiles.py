@@ -4,11 +4,17 @@ Per-rank output lives in the job's run folder, in one of three kinds of file:
   rank-R.out   one file per process, when the launcher starts one task per process
                (launcher srun or mpirun)
   rank-R.log   the bundled trainer's own log of rank R (run.train)
-  node-N.out   one file per node when one torchrun per node starts its processes: it holds
-               the output of ranks N*P .. N*P+P-1 (P processes per node)
-The kind the spec predicts is tried first (srun/mpirun: rank-R.out; the bundled trainer:
-rank-R.log; else node-N.out), then the others in that order; the first kind with a file
-that exists wins. When none exists yet (a queued job), the predicted kind is followed.
+  node-N.out   one file per host when one torchrun per host starts its processes: it holds
+               the output of every rank on host N
+The kind the spec predicts is tried first (the bundled trainer: rank-R.log, whatever the
+launcher; srun/mpirun: rank-R.out; else node-N.out), then the others in that order; the
+first kind with a file that exists wins. When none exists yet (a queued job), the predicted
+kind is followed.
+
+Which host runs rank R: torchrun's workers note it in `ranks/R` (the host's number N) as
+they start. c10d rendezvous numbers hosts in its own order (by hostname, then pid), so
+without that note only static rendezvous or a single host tell: ranks N*P .. N*P+P-1 on
+host N (P processes per host).
 A backend with its own naming puts a pattern in the job's extra: `rank_file` with `{rank}`
 (submitit: `<run dir>/<id>_{rank}_log.out`).
 """
@@ -36,6 +42,8 @@ class Layout:
     procs_per_node: int
     launcher: str
     bundled_trainer: bool
+    static_hosts: bool = True
+    """Host N runs ranks N*P .. N*P+P-1 (one host, or static rendezvous)."""
 
     @property
     def world_size(self) -> int:
@@ -55,14 +63,15 @@ class Layout:
             procs_per_node=max(procs, 1),
             launcher=str(launch.get("launcher") or "torchrun"),
             bundled_trainer=bool(run.get("train")),
+            static_hosts=int(resources.get("nodes") or 1) == 1 or launch.get("rdzv") == "static",
         )
 
     def kinds(self) -> list[str]:
         """Per-rank file kinds, the one this spec predicts first."""
-        if self.launcher in ("srun", "mpirun"):
-            return [RANK_OUT, RANK_LOG, NODE_OUT]
         if self.bundled_trainer:
             return [RANK_LOG, RANK_OUT, NODE_OUT]
+        if self.launcher in ("srun", "mpirun"):
+            return [RANK_OUT, RANK_LOG, NODE_OUT]
         return [NODE_OUT, RANK_OUT, RANK_LOG]
 
 
@@ -72,6 +81,8 @@ class Selection:
 
     sources: list[LogSource]
     note: str | None = None
+    rank_host_pending: bool = False
+    """The rank's host is not noted yet: select again once the job has started."""
 
 
 def _path(run_dir: Path, kind: str, n: int) -> Path:
@@ -125,20 +136,7 @@ def select_files(
             ]
         )
     if rank is not None:
-        node = rank // layout.procs_per_node
-        paths = {
-            RANK_OUT: _path(run_dir, RANK_OUT, rank),
-            RANK_LOG: _path(run_dir, RANK_LOG, rank),
-            NODE_OUT: _path(run_dir, NODE_OUT, node),
-        }
-        kinds = layout.kinds()
-        kind = next((k for k in kinds if paths[k].exists()), kinds[0])
-        note = None
-        if kind == NODE_OUT and layout.procs_per_node > 1:
-            first = node * layout.procs_per_node
-            last = first + layout.procs_per_node - 1
-            note = f"rank {rank} has no file of its own; node-{node}.out holds ranks {first}-{last}"
-        return Selection([LogSource(paths[kind])], note)
+        return _one_rank(run_dir, layout, rank)
     count = {RANK_OUT: layout.world_size, RANK_LOG: layout.world_size, NODE_OUT: layout.nodes}
     kind = _first_kind(run_dir, layout, count)
     word = "node" if kind == NODE_OUT else "rank"
@@ -149,3 +147,39 @@ def select_files(
 
 def _label(word: str, n: int, labelled: bool) -> str | None:
     return f"{word} {n}" if labelled else None
+
+
+def rank_host(run_dir: Path, rank: int) -> int | None:
+    """The host number torchrun's worker noted for this rank in `ranks/R`, if any."""
+    try:
+        text = (run_dir / "ranks" / str(rank)).read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _one_rank(run_dir: Path, layout: Layout, rank: int) -> Selection:
+    """Rank R's own file, or the node-N.out of the host that runs it."""
+    noted = rank_host(run_dir, rank)
+    node = noted if noted is not None else rank // layout.procs_per_node
+    paths = {
+        RANK_OUT: _path(run_dir, RANK_OUT, rank),
+        RANK_LOG: _path(run_dir, RANK_LOG, rank),
+        NODE_OUT: _path(run_dir, NODE_OUT, node),
+    }
+    kinds = layout.kinds()
+    kind = next((k for k in kinds if paths[k].exists()), kinds[0])
+    if kind != NODE_OUT:
+        return Selection([LogSource(paths[kind])])
+    if noted is None and not layout.static_hosts:
+        note = (
+            f"which host runs rank {rank} is not known yet (c10d rendezvous numbers the hosts"
+            f" as the job starts): node-{node}.out is a guess"
+        )
+        return Selection([LogSource(paths[kind])], note, rank_host_pending=True)
+    if layout.procs_per_node > 1:
+        return Selection(
+            [LogSource(paths[kind])],
+            f"rank {rank} has no file of its own; node-{node}.out holds every rank on host {node}",
+        )
+    return Selection([LogSource(paths[kind])])

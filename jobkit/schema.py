@@ -415,6 +415,12 @@ def check_cross_fields(spec: JobSpec) -> None:
         )
     if res.gpu_type and not res.gpus_per_node:
         raise CrossFieldError("resources.gpu_type", "needs resources.gpus_per_node >= 1")
+    if spec.backend == "submitit" and "%" in spec.logs.dir:
+        raise CrossFieldError(
+            "logs.dir",
+            "must not contain % with the submitit backend (submitit reads %j, %t... in its"
+            f" folder; got {spec.logs.dir!r})",
+        )
     if spec.scheduler.mail_type and not spec.scheduler.mail_user:
         raise CrossFieldError("scheduler.mail_user", "is needed when scheduler.mail_type is set")
 

@@ -243,6 +243,8 @@ Checks across keys (each reported at the key named first):
 - `launch.master_port`: 1024 to 65535.
 - `resources.gpu_type` needs `resources.gpus_per_node`; `scheduler.mail_type` needs
   `scheduler.mail_user`.
+- `logs.dir`: no `%` with backend `submitit` (submitit reads `%j`, `%t`... in its folder;
+  a submission folder with `%` is refused at submit).
 - Any string that reaches a script (names, paths, commands, variables) must not hold a
   newline, carriage return or NUL.
 

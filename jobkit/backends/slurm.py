@@ -259,21 +259,46 @@ TaskMap = dict[str | None, Observation]
 """A job's tasks by task id (`"4"`, a pending range `"[5-9]"`; None for a plain job)."""
 
 
+WAIT_REASONS = frozenset({"BeginTime", "Priority", "Resources", "Dependency", "None"})
+"""Reasons a job waits in the queue: stale once squeue says it runs."""
+
+
 def squeue_tasks(rows: Sequence[SqueueRow]) -> dict[str, TaskMap]:
     """Per base job id, each task's observation from squeue (COMPLETED means exit 0)."""
     tasks: dict[str, TaskMap] = defaultdict(dict)
     for row in rows:
-        exit_code = 0 if slurm_state_word(row.raw_state) == "COMPLETED" else None
+        word = slurm_state_word(row.raw_state)
+        exit_code = 0 if word == "COMPLETED" else None
+        # A requeued job that runs again may still carry its wait reason (BeginTime).
+        reason = None if word == "RUNNING" and row.reason in WAIT_REASONS else row.reason
         tasks[row.base_id][row.task_id] = _task_observation(
             row.raw_state,
             "squeue",
             exit_code=exit_code,
-            reason=row.reason,
+            reason=reason,
             nodes=row.nodes,
             elapsed_s=row.elapsed_s,
             requeues=row.restarts,
         )
     return dict(tasks)
+
+
+NO_CODE_STATES = frozenset({"FAILED", "NODE_FAIL", "BOOT_FAIL"})
+"""Ends where sacct's ExitCode `0:0` means "no code", not success."""
+
+
+def sacct_exit_code(run: SacctRun) -> int | None:
+    """The run's exit code, or None where sacct's `0:0` is no exit code.
+
+    A failed node (NODE_FAIL, BOOT_FAIL) ended the job, not the program. And when
+    slurmdbd was down while a job ran, slurmctld may record it later as FAILED with
+    ExitCode 0:0 (the job-start record carries the state, the lost completion record
+    the code).
+    """
+    word = slurm_state_word(run.raw_state)
+    if run.exit_code == 0 and not run.signal and word in NO_CODE_STATES:
+        return None
+    return run.exit_code
 
 
 def sacct_tasks(runs: Sequence[SacctRun]) -> dict[str, TaskMap]:
@@ -283,7 +308,7 @@ def sacct_tasks(runs: Sequence[SacctRun]) -> dict[str, TaskMap]:
         tasks[run.base_id][run.task_id] = _task_observation(
             run.raw_state,
             "sacct",
-            exit_code=run.exit_code,
+            exit_code=sacct_exit_code(run),
             signal=run.signal,
             reason=run.reason,
             nodes=run.nodes,
@@ -500,6 +525,8 @@ class SlurmBackend:
                 obs = _choose(_plain(live.get(number)), _plain(done.get(number)))
             if not accounting and (obs is None or obs.exit_code is None):
                 obs = _exit_file_fallback(obs, job)
+            elif obs is not None and obs.state is State.FAILED and obs.exit_code is None:
+                obs = _lost_exit_code(obs, job)
             if obs is not None:
                 result[job.scheduler_id] = obs
         return result
@@ -630,6 +657,15 @@ def _choose(live: Observation | None, done: Observation | None) -> Observation |
     if done is not None and (done.state.is_final or live is None):
         return done
     return live
+
+
+def _lost_exit_code(obs: Observation, job: TrackedJob) -> Observation:
+    """A FAILED job whose exit code accounting lost: the run folder's exit_code file."""
+    code = read_exit_file(job.extra.get("run_dir"))
+    if not code:
+        return obs
+    note = "exit code from the run folder (accounting recorded none)"
+    return replace(obs, exit_code=code, reason=f"{obs.reason}; {note}" if obs.reason else note)
 
 
 def _exit_file_fallback(obs: Observation | None, job: TrackedJob) -> Observation | None:

@@ -31,7 +31,16 @@ SUBMITIT_MARK = "(submitit)"
 
 
 def folder_pattern(spec: JobSpec, workdir: Path) -> str:
-    """submitit's folder, `%j` standing for the job id: `{logs.dir}/{name}-%j`, absolute."""
+    """submitit's folder, `%j` standing for the job id: `{logs.dir}/{name}-%j`, absolute.
+
+    A `%` of the submission folder's own would be read by submitit as a placeholder too:
+    refused (logs.dir's is refused with the spec).
+    """
+    if "%" in str(workdir):
+        raise JobkitError(
+            f"the submitit backend cannot submit from {workdir}: submitit reads %j, %t..."
+            " in its folder's path (submit from a folder without %)"
+        )
     logs_dir = Path(spec.logs.dir)
     if not logs_dir.is_absolute():
         logs_dir = workdir / logs_dir

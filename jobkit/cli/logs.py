@@ -9,8 +9,10 @@ then exits like `jobkit submit --wait`: 0 when the job succeeded, else its exit 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterable
 from dataclasses import replace
+from pathlib import Path
 
 import click
 
@@ -32,6 +34,8 @@ CHEAP_POLL_BACKENDS = ("local", "ssh")
 CHEAP_POLL_S = 1.0
 SCHEDULER_POLL_S = 3.0
 """Other backends (one squeue/qstat per poll): asked every 3 s while following."""
+RANK_HOST_POLL_S = 0.5
+"""How often `--rank N -f` looks for the note of which host runs rank N."""
 
 
 @click.command()
@@ -77,6 +81,11 @@ def logs(
             all_ranks=all_ranks,
             stderr=show_stderr,
         )
+        if follow and selection.rank_host_pending and rank is not None:
+            record = _wait_for_rank_host(store, record, rank, task)
+            selection = select_files(
+                record.log_paths_for(task), record.spec, record.extra, rank=rank
+            )
         if selection.note:
             click.echo(f"jobkit: {selection.note}", err=True)
         if follow:
@@ -100,6 +109,25 @@ def _write(lines: Iterable[LogLine]) -> None:
     for line in lines:
         out.write(line.render() + "\n")
     out.flush()
+
+
+def _wait_for_rank_host(store: Store, record: JobRecord, rank: int, task: str | None) -> JobRecord:
+    """Wait until torchrun notes which host runs `rank` (or the job ends); the latest record."""
+    from jobkit.logfiles import rank_host
+    from jobkit.tracking import refresh
+
+    run_dir = Path(record.log_paths_for(task)["run_dir"])
+    click.echo(f"jobkit: waiting for the job to start rank {rank}", err=True)
+    interval = CHEAP_POLL_S if record.backend in CHEAP_POLL_BACKENDS else SCHEDULER_POLL_S
+    next_poll = 0.0
+    while rank_host(run_dir, rank) is None:
+        if time.monotonic() >= next_poll:
+            record = refresh(store, [record]).records[0]
+            if record.is_final or record.state == State.UNKNOWN.value:
+                break
+            next_poll = time.monotonic() + interval
+        time.sleep(RANK_HOST_POLL_S)
+    return record
 
 
 def _print_now(

@@ -73,7 +73,7 @@ def test_a_job_is_followed_to_its_end_and_logs_exits_like_the_job(jobkit: Jobkit
     assert merged.stdout == prefixed("node 0", node_file)
     assert_rank_lines(node_file)
     one = jobkit.run("logs", job["jobkit_id"], "--rank", "1", "--tail", "2")
-    assert "node-0.out holds ranks 0-1" in one.stderr
+    assert "node-0.out holds every rank on host 0" in one.stderr
     assert len(one.stdout.splitlines()) == 2
     by_prefix = jobkit.run("logs", job["jobkit_id"][:5], "--stderr")
     assert by_prefix.returncode == 0, by_prefix.stderr

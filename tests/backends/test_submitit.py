@@ -118,6 +118,26 @@ def test_the_folder_is_submitits_layout_under_logs_dir(tmp_path: Path) -> None:
     assert folder_pattern(absolute, tmp_path) == "/scratch/me/sub-%j"
 
 
+def test_a_submission_folder_with_percent_is_refused_before_anything_is_recorded(
+    tmp_path: Path,
+) -> None:
+    """submitit would read `%` in its folder's path as a placeholder (%j, %t...)."""
+    workdir = tmp_path / "runs 100%t"
+    workdir.mkdir()
+    jobkit = Jobkit(workdir=workdir, home=tmp_path / "home")
+    spec_file = write_spec(jobkit, "pct", "pass")
+    for command in (["submit", spec_file], ["submit", spec_file, "--dry-run"]):
+        done = jobkit.run(*command)
+        assert (done.returncode, done.stdout) == (1, ""), done.stderr
+        assert done.stderr == (
+            f"jobkit: the submitit backend cannot submit from {workdir}: submitit reads %j,"
+            " %t... in its folder's path (submit from a folder without %)\n"
+        )
+    listed = jobkit.run("status", "--all", "--json")
+    assert json.loads(listed.stdout) == []
+    assert not (workdir / "logs").exists()
+
+
 def test_status_and_polling_never_import_submitit() -> None:
     code = (
         "import sys\n"

@@ -79,9 +79,11 @@ def test_two_slurm_nodes_train_the_bundled_model(
         table.stdout,
     ), table.stdout
     assert "job step ended with exit code 0" in jobkit.logs(record["jobkit_id"])
-    assert f"step {STEPS}/{STEPS} loss" in jobkit.logs(record["jobkit_id"], "--rank", "0")
-    if launcher == "torchrun":  # with srun, --rank 1 shows rank-1.out: rank 1 prints nothing
-        assert f"rank 1: step {STEPS}/{STEPS}" in jobkit.logs(record["jobkit_id"], "--rank", "1")
+    # --rank R shows the trainer's own rank-R.log, whichever launcher started it.
+    for rank in (0, 1):
+        shown = jobkit.logs(record["jobkit_id"], "--rank", str(rank))
+        assert shown.rstrip("\n") == runs.rank_log(run_dir, rank).rstrip("\n"), shown
+        assert f"step {STEPS}/{STEPS} loss" in shown, shown
     figures(
         launcher=launcher,
         job=record["scheduler_id"],
@@ -105,6 +107,10 @@ def test_users_own_ddp_script_on_two_slurm_nodes(
     ]
     assert sorted(ranks) == [["0"], ["1"]], outputs
     rank0 = outputs[ranks.index(["0"])]
+    # --rank R finds the host's file through the note torchrun's worker left (ranks/R).
+    for rank in ("0", "1"):
+        shown = jobkit.logs(record["jobkit_id"], "--rank", rank)
+        assert shown.rstrip("\n") == outputs[ranks.index([rank])].rstrip("\n"), (rank, shown)
     losses = [float(x) for x in re.findall(r"^epoch \d/3 loss (\S+)$", rank0, re.MULTILINE)]
     assert len(losses) == 3 and losses[-1] < losses[0], rank0
     figures(job=record["scheduler_id"], epoch_losses=losses, elapsed_s=record["elapsed_s"])

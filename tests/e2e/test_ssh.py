@@ -6,6 +6,7 @@ either host" is checked over ssh on each, as on a real pair of hosts.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e import hosts, runs
-from tests.e2e.cli import Jobkit, trainer_sets
+from tests.e2e.cli import JOBKIT, Jobkit, trainer_sets
 from tests.e2e.conftest import Figures
 
 pytestmark = pytest.mark.ssh
@@ -44,6 +45,56 @@ def test_ssh_two_hosts_train_the_bundled_model(
     first, last = runs.assert_loss_fell(run_dir)
     assert STEPS in runs.checkpoint_steps(run_dir)
     figures(first_loss=first, final_loss=last, submit_to_succeeded_s=round(sub.seconds, 1))
+
+
+PRINT_RANK = "import os; print(f'rank {os.environ[\"RANK\"]} here', flush=True)"
+
+
+def test_logs_of_one_rank_wait_for_c10d_to_place_it(
+    jobkit: Jobkit, ssh_hosts: object, tmp_path: Path
+) -> None:
+    """c10d decides which host runs each rank. `jobkit logs --rank R -f`, started before any
+    worker exists, waits for the worker's note (ranks/R) and follows that host's file."""
+    spec = tmp_path / "placed.yaml"
+    data = {
+        "name": "placed",
+        "backend": "ssh",
+        "resources": {"nodes": 2},
+        "ssh": {"hosts": ["n1", "n2"]},
+        "launch": {"nproc_per_node": 1, "rdzv": "c10d"},
+        "env": {"setup": ["sleep 3"]},  # no worker, so no note, for a while
+        "run": {"command": ["python3", "-c", PRINT_RANK]},
+    }
+    spec.write_text(json.dumps(data))  # JSON is YAML
+    sub = jobkit.run("submit", str(spec), "--json", *jobkit.common_sets())
+    assert sub.returncode == 0, sub.stderr
+    record = json.loads(sub.stdout)
+    followers = {
+        rank: subprocess.Popen(
+            [str(JOBKIT), "logs", record["jobkit_id"], "--rank", str(rank), "-f"],
+            env=jobkit.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in (0, 1)
+    }
+    run_dir = Path(record["log_paths"]["run_dir"])
+    try:
+        for rank, follower in followers.items():
+            out, err = follower.communicate(timeout=180)
+            assert follower.returncode == 0, err
+            assert f"jobkit: waiting for the job to start rank {rank}" in err, err
+            host = int((run_dir / "ranks" / str(rank)).read_text())
+            assert out == (run_dir / f"node-{host}.out").read_text(), (rank, host)
+            assert f"rank {rank} here\n" in out and f"rank {1 - rank} here" not in out, out
+    finally:
+        for follower in followers.values():
+            if follower.poll() is None:
+                follower.kill()
+                follower.wait()
+    hosts_noted = sorted(int((run_dir / "ranks" / r).read_text()) for r in ("0", "1"))
+    assert hosts_noted == [0, 1]
 
 
 @pytest.mark.slow

@@ -101,7 +101,7 @@ def test_all_ranks_are_prefixed(
     assert (code, out) == (0, "[node 0] a\n[node 0] b\n")
     code, out, err = jobkit(capsys, "logs", rec.jobkit_id, "--rank", "1")
     assert (code, out) == (0, "a\nb\n")
-    assert err == "jobkit: rank 1 has no file of its own; node-0.out holds ranks 0-1\n"
+    assert err == "jobkit: rank 1 has no file of its own; node-0.out holds every rank on host 0\n"
 
 
 @pytest.mark.parametrize(

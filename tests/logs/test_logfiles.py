@@ -12,12 +12,16 @@ from jobkit.logfiles import Layout, select_files
 
 
 def spec(
-    launcher: str = "torchrun", nodes: int = 2, nproc: int = 2, train: bool = False
+    launcher: str = "torchrun",
+    nodes: int = 2,
+    nproc: int = 2,
+    train: bool = False,
+    rdzv: str = "static",
 ) -> dict[str, Any]:
     run: dict[str, Any] = {"train": {"config": "tiny-lm"}} if train else {"command": ["x"]}
     return {
         "resources": {"nodes": nodes},
-        "launch": {"launcher": launcher, "nproc_per_node": nproc},
+        "launch": {"launcher": launcher, "nproc_per_node": nproc, "rdzv": rdzv},
         "run": run,
     }
 
@@ -47,7 +51,8 @@ def test_out_and_err(tmp_path: Path) -> None:
         ("torchrun", False, "node-1.out"),  # rank 3 is on node 1 (2 per node)
         ("torchrun", True, "rank-3.log"),
         ("srun", False, "rank-3.out"),
-        ("srun", True, "rank-3.out"),
+        ("srun", True, "rank-3.log"),  # the trainer's own log, not srun's copy of stdout
+        ("mpirun", True, "rank-3.log"),
     ],
 )
 def test_a_rank_of_a_job_not_started_yet_follows_the_predicted_file(
@@ -57,9 +62,47 @@ def test_a_rank_of_a_job_not_started_yet_follows_the_predicted_file(
     assert names(selection) == [(expected, None)]
 
 
-def test_a_node_file_for_one_rank_says_which_ranks_it_holds(tmp_path: Path) -> None:
+def test_a_node_file_for_one_rank_says_so(tmp_path: Path) -> None:
     selection = select_files(paths(tmp_path), spec(), {}, rank=3)
-    assert selection.note == "rank 3 has no file of its own; node-1.out holds ranks 2-3"
+    assert selection.note == "rank 3 has no file of its own; node-1.out holds every rank on host 1"
+    assert not selection.rank_host_pending
+
+
+def test_the_host_noted_by_torchrun_decides_under_c10d(tmp_path: Path) -> None:
+    """c10d put rank 0 and 1 on host 1 (its numbering is its own): ranks/R says so."""
+    given = paths(tmp_path)
+    noted = Path(given["run_dir"]) / "ranks"
+    noted.mkdir()
+    for rank, host in ((0, 1), (1, 1), (2, 0), (3, 0)):
+        (noted / str(rank)).write_text(f"{host}\n")
+    c10d = spec(rdzv="c10d")
+    assert names(select_files(given, c10d, {}, rank=0)) == [("node-1.out", None)]
+    assert names(select_files(given, c10d, {}, rank=3)) == [("node-0.out", None)]
+    # The bundled trainer's own per-rank log still wins over any node file.
+    (Path(given["run_dir"]) / "rank-0.log").write_text("step 1\n")
+    trained = spec(rdzv="c10d", train=True)
+    assert names(select_files(given, trained, {}, rank=0)) == [("rank-0.log", None)]
+
+
+@pytest.mark.parametrize("junk", ["", "x\n", "-1\n", "\xff"])
+def test_an_unreadable_host_note_is_no_answer(tmp_path: Path, junk: str) -> None:
+    given = paths(tmp_path)
+    (Path(given["run_dir"]) / "ranks").mkdir()
+    (Path(given["run_dir"]) / "ranks" / "2").write_text(junk, encoding="latin-1")
+    selection = select_files(given, spec(rdzv="c10d"), {}, rank=2)
+    assert selection.rank_host_pending
+    assert names(selection) == [("node-1.out", None)]
+
+
+def test_a_c10d_rank_without_a_host_note_is_pending(tmp_path: Path) -> None:
+    selection = select_files(paths(tmp_path), spec(rdzv="c10d"), {}, rank=2)
+    assert selection.rank_host_pending
+    assert selection.note == (
+        "which host runs rank 2 is not known yet (c10d rendezvous numbers the hosts as the job"
+        " starts): node-1.out is a guess"
+    )
+    one_host = select_files(paths(tmp_path), spec(rdzv="c10d", nodes=1), {}, rank=1)
+    assert not one_host.rank_host_pending and names(one_host) == [("node-0.out", None)]
 
 
 def test_an_existing_file_of_another_kind_wins_over_the_prediction(tmp_path: Path) -> None:

@@ -431,13 +431,14 @@ def test_jobs_that_left_squeue(
     """Once squeue forgot a job (MinJobAge): sacct answers; without accounting, the fallbacks.
 
     Without accounting, `sacct` says "Slurm accounting storage is disabled" (a real sacct
-    run with a slurm.conf lacking AccountingStorageType): the run folder's exit_code file
-    decides, and without one the job is UNKNOWN with a reason.
+    run with a slurm.conf lacking AccountingStorageType): the exit_code file the job script
+    leaves in the run folder decides, and without one the job is UNKNOWN with a reason.
     """
     plain, plain_sched = _submit_ids(jobkit, slurm_spec(workdir, "gone", "exit 5"))
-    writes = slurm_spec(workdir, "exitfile", 'echo 6 > "$JOBKIT_RUN_DIR/exit_code"; exit 6')
-    with_file, file_sched = _submit_ids(jobkit, writes)
-    without, silent_sched = _submit_ids(jobkit, slurm_spec(workdir, "silent", "exit 7"))
+    with_file, file_sched = _submit_ids(jobkit, slurm_spec(workdir, "exitfile", "exit 6"))
+    # Without its run folder, the script has nowhere to leave its exit code.
+    removes = slurm_spec(workdir, "silent", 'rm -rf -- "$JOBKIT_RUN_DIR"; exit 7')
+    without, silent_sched = _submit_ids(jobkit, removes)
     deadline = time.monotonic() + 300 + slurm_cluster.min_job_age_s
     while any(squeue_knows(s) for s in (plain_sched, file_sched, silent_sched)):
         assert time.monotonic() < deadline, "the jobs did not run and leave squeue in time"

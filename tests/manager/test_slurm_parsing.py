@@ -22,6 +22,7 @@ from jobkit.backends.slurm import (
     parse_sacct,
     parse_sbatch_output,
     parse_squeue,
+    sacct_exit_code,
     sacct_tasks,
     squeue_tasks,
 )
@@ -58,6 +59,38 @@ def test_parse_sbatch_output() -> None:
     assert parse_sbatch_output(["sbatch"], "124;east\n", "") == "124;east"
     with pytest.raises(SchedulerError, match="unexpected sbatch output"):
         parse_sbatch_output(["sbatch", "x"], "Submitted batch job 5\n", "")
+
+
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [
+        ("7|7|FAILED|3:0|00:00:04|n1||||", 3),
+        ("7|7|COMPLETED|0:0|00:00:04|n1||||", 0),
+        ("7|7|CANCELLED by 0|0:15|00:00:04|n1||||", 0),
+        # slurmdbd was down while the job ran: the record has its state, not its code.
+        ("7|7|FAILED|0:0|00:00:04|n1||||", None),
+        # The node failed, not the program.
+        ("7|7|NODE_FAIL|0:0|00:00:04|n1||||", None),
+        ("7|7|NODE_FAIL|1:0|00:00:04|n1||||", 1),
+        ("7|7|TIMEOUT|0:0|00:10:00|n1||||", 0),
+    ],
+)
+def test_sacct_exit_code_distrusts_0_for_a_failed_job(line: str, code: int | None) -> None:
+    (run,) = parse_sacct(line + "\n")
+    assert sacct_exit_code(run) == code
+
+
+def test_a_running_job_drops_the_wait_reason_it_was_requeued_with() -> None:
+    fields = "|".join
+    rows = parse_squeue(
+        fields(["7", "7", "N/A", "RUNNING", "BeginTime", "n1", "0:05", "1"])
+        + "\n"
+        + fields(["8", "8", "N/A", "PENDING", "BeginTime", "", "0:00", "1"])
+        + "\n"
+    )
+    tasks = squeue_tasks(rows)
+    assert tasks["7"][None].reason is None
+    assert tasks["8"][None].reason == "BeginTime"
 
 
 def _task(state: State, raw: str, code: int | None) -> Observation:

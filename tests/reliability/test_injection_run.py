@@ -40,6 +40,7 @@ from tests.reliability.helpers import (
     wait_for,
     write_spec,
 )
+from tests.render.fakes import torchrun_program
 
 pytestmark = pytest.mark.usefixtures("reuse_the_jinja_environment")
 
@@ -201,7 +202,7 @@ def check_launcher_case(case: Case, record: dict[str, Any], backend: str) -> Non
     seen = records(run_dir, "torchrun")
     assert len(seen) == 1, (label, seen)
     argv = seen[0]["argv"]
-    assert argv[argv.index("--no-python") + 1 :] == expected_program(case), label
+    assert torchrun_program(argv) == expected_program(case), label
     env = seen[0]["env"]
     assert env["JK_VAR"] == value and env["NCCL_JK"] == value, label
     assert env.get("NCCL_SOCKET_IFNAME") == (value or None), label

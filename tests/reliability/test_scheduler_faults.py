@@ -179,7 +179,9 @@ def test_finished_job_keeps_its_last_state_until_sacct_answers(
 ) -> None:
     """slurmdbd down while a job ends: squeue calls it FAILED but the exit code needs sacct,
     which fails; jobkit keeps RUNNING (its last observation) and warns. Once slurmdbd is
-    back and the job has left squeue, sacct's answer (FAILED, exit 3) is recorded."""
+    back and the job has left squeue, sacct's answer (FAILED, exit 3) is recorded. (When the
+    outage also lost the job's completion record, sacct says FAILED 0:0 for good: the exit
+    code then comes from the exit_code file the job script left in its run folder.)"""
     record = submit(jobkit, slurm_spec(workdir, "dbd-down", "sleep 4; exit 3"))
     jobkit_id, sched = record["jobkit_id"], record["scheduler_id"]
     slurm_jobs.append(sched)

@@ -103,3 +103,15 @@ def records(fake_dir: Path, name: str) -> list[Record]:
 
 def _split0(data: bytes) -> list[str]:
     return [os.fsdecode(part) for part in data.split(b"\0")[:-1]]
+
+
+WORKER_PREFIX_LEN = 4
+"""torchrun starts `sh -c NOTE jobkit-worker PROGRAM...` (templates/common/macros.sh.j2)."""
+
+
+def torchrun_program(argv: list[str]) -> list[str]:
+    """The program torchrun was told to start, past --no-python and the worker note."""
+    words = argv[argv.index("--no-python") + 1 :]
+    assert words[0] == "sh" and words[1] == "-c" and words[3] == "jobkit-worker", words
+    assert '>"$JOBKIT_RUN_DIR/ranks/$RANK"; exec "$@"' in words[2], words[2]
+    return words[WORKER_PREFIX_LEN:]

@@ -125,8 +125,13 @@ def test_two_node_torchrun_job(
     run_dir = workdir / "logs" / f"two-node-{job_id}"
     outputs = [(run_dir / f"node-{i}.out").read_text() for i in (0, 1)]
     assert (end.state, end.exit_code) == ("COMPLETED", "0:0"), outputs
-    assert "rank 0 of 2 sum 3.0" in outputs[0] and "rank 1 of 2 sum 3.0" in outputs[1]
+    # c10d numbers the hosts itself; each worker noted its host (ranks/R): the note is right.
+    hosts = {rank: int((run_dir / "ranks" / str(rank)).read_text()) for rank in (0, 1)}
+    assert sorted(hosts.values()) == [0, 1], hosts
+    for rank, host in hosts.items():
+        assert f"rank {rank} of 2 sum 3.0" in outputs[host], (hosts, outputs)
     assert all("HOSTILE=a'b $(x)" in out for out in outputs)
+    assert (run_dir / "exit_code").read_text() == "0\n"
     header = (workdir / "logs" / f"two-node-{job_id}.out").read_text()
     assert f"jobkit: job {job_id} (two-node) on 2 node(s): n1 n2" in header
     assert f"master n1:{15000 + int(job_id) % 15000}" in header

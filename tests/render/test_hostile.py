@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from jobkit.errors import SpecError
 from jobkit.render import render
 from jobkit.schema import JobSpec
-from tests.render.fakes import install_fakes, records
+from tests.render.fakes import install_fakes, records, torchrun_program
 from tests.render.helpers import bash_syntax_ok, directive_lines, string_fields
 
 HOSTILE = [
@@ -255,7 +255,7 @@ def _check_program(data: dict[str, Any], variant: str, workdir: Path, fake_dir: 
     if nccl.get("ib_hca"):
         expected_env["NCCL_IB_HCA"] = nccl["ib_hca"]
     for call in calls:
-        assert call.argv[call.argv.index("--no-python") + 1 :] == _expected_program(data)
+        assert torchrun_program(call.argv) == _expected_program(data)
         assert call.cwd == cwd
         assert call.env["JOBKIT_RUN_DIR"] == run_dir
         assert call.env["JOBKIT_JOB_ID"] == JOB_IDS[backend]
@@ -382,7 +382,7 @@ def test_hostile_command_words(variant: str, tmp_path: Path, fake_bin: Path) -> 
     calls = records(fake_dir, "torchrun")
     assert calls
     for call in calls:
-        assert call.argv[call.argv.index("--no-python") + 1 :] == ["prog", *words]
+        assert torchrun_program(call.argv) == ["prog", *words]
 
 
 def test_setup_lines_are_emitted_verbatim() -> None:

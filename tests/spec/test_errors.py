@@ -297,6 +297,13 @@ CASES: list[tuple[str, str, tuple[str, ...], str]] = [
         "job.yaml:6: ssh.hosts[1]: is not a host name: 'n2;reboot'",
     ),
     (
+        "percent-in-a-submitit-folder",
+        "name: demo\nbackend: submitit\nlogs:\n  dir: runs/100%\n" + OK_RUN,
+        (),
+        "job.yaml:4: logs.dir: must not contain % with the submitit backend (submitit reads %j,"
+        " %t... in its folder; got 'runs/100%')",
+    ),
+    (
         "local-with-two-nodes",
         "name: demo\nresources:\n  nodes: 2\n" + OK_RUN,
         (),

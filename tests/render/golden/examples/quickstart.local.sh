@@ -68,7 +68,8 @@ jobkit_node() {
   local rank=$1 pid rc=0 pgid_file
   pgid_file=$(jobkit_pgid_file "$rank")
   cd -- "$JOBKIT_WORKDIR"
-  mkdir -p -- "$JOBKIT_RUN_DIR"
+  mkdir -p -- "$JOBKIT_RUN_DIR/ranks"
+  export JOBKIT_NODE_INDEX=$rank
   set +u
   # Python virtual environment.
   # shellcheck source=/dev/null
@@ -80,6 +81,7 @@ jobkit_node() {
   setsid torchrun --nnodes "$JOBKIT_NNODES" --nproc-per-node 2 \
       --rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv-id "$JOBKIT_JOB_ID" \
       --max-restarts 0 --no-python \
+      sh -c 'echo "$JOBKIT_NODE_INDEX" 2>/dev/null >"$JOBKIT_RUN_DIR/ranks/$RANK"; exec "$@"' jobkit-worker \
     python3 -m train --config tiny-lm --set train.steps=200 &
   pid=$!
   echo "$pid" >"$pgid_file"

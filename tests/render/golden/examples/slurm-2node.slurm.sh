@@ -91,15 +91,20 @@ echo "jobkit: master $MASTER_ADDR:$MASTER_PORT, 1 process(es) per node, restart 
 echo "jobkit: run folder $JOBKIT_RUN_DIR"
 
 # ---- Launch -----------------------------------------------------------------------------------
-# A requeued job keeps its run folder: forget the previous run's request.
-rm -f -- "$JOBKIT_RUN_DIR/requeue-requested"
-# One torchrun per node; each starts 1 process(es). Output: node-N.out.
+# A requeued job keeps its run folder: forget the previous run's request and exit code.
+rm -f -- "$JOBKIT_RUN_DIR/requeue-requested" "$JOBKIT_RUN_DIR/exit_code"
+# One torchrun per node; each starts 1 process(es). Output: node-N.out,
+# N being $SLURM_NODEID (exported as JOBKIT_NODE_INDEX). sh, not bash: bash would read
+# ~/.bashrc when the job's environment came from an ssh session (SSH_CLIENT is set).
+rm -rf -- "$JOBKIT_RUN_DIR/ranks"
+mkdir -p -- "$JOBKIT_RUN_DIR/ranks"
 srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 \
     --output="${JOBKIT_RUN_DIR//%/%%}/node-%n.out" \
-    torchrun \
+    sh -c 'export JOBKIT_NODE_INDEX=$SLURM_NODEID; exec torchrun "$@"' torchrun \
     --nnodes "$SLURM_JOB_NUM_NODES" --nproc-per-node 1 \
     --rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv-id "$JOBKIT_JOB_ID" \
     --max-restarts 0 --no-python \
+    sh -c 'echo "$JOBKIT_NODE_INDEX" 2>/dev/null >"$JOBKIT_RUN_DIR/ranks/$RANK"; exec "$@"' jobkit-worker \
     python3 -m train --config tiny-lm --set train.steps=200 &
 jobkit_step_pid=$!
 jobkit_step_rc=0
@@ -107,12 +112,19 @@ jobkit_wait_step || jobkit_step_rc=$?
 echo "jobkit: job step ended with exit code $jobkit_step_rc"
 
 # ---- Requeue or finish ------------------------------------------------------------------------
+# The exit code also lands in the run folder: jobkit reads it when Slurm's accounting is off
+# or lost it (slurmdbd down while the job ended).
+jobkit_finish() {
+  echo "$1" >"$JOBKIT_RUN_DIR/exit_code.tmp" &&
+    mv -f -- "$JOBKIT_RUN_DIR/exit_code.tmp" "$JOBKIT_RUN_DIR/exit_code" || true
+  exit "$1"
+}
 # Exit code 75 or the marker file means: checkpoint saved, run me again.
 jobkit_marker="$JOBKIT_RUN_DIR/requeue-requested"
 if (( jobkit_step_rc == 75 )) || [[ -e "$jobkit_marker" ]]; then
   if [[ -n "$jobkit_terminating" ]]; then
     echo "jobkit: not requeueing: Slurm is ending this job (scancel, time limit or preemption)" >&2
-    exit "$jobkit_step_rc"
+    jobkit_finish "$jobkit_step_rc"
   fi
   rm -f -- "$jobkit_marker"
   echo "jobkit: the program asked to be requeued: scontrol requeue $JOBKIT_JOB_ID"
@@ -121,4 +133,4 @@ if (( jobkit_step_rc == 75 )) || [[ -e "$jobkit_marker" ]]; then
   fi
   echo "jobkit: scontrol requeue failed" >&2
 fi
-exit "$jobkit_step_rc"
+jobkit_finish "$jobkit_step_rc"

@@ -119,7 +119,8 @@ jobkit_node() {
   local rank=$1 pid rc=0 pgid_file
   pgid_file=$(jobkit_pgid_file "$rank")
   cd -- "$JOBKIT_WORKDIR"
-  mkdir -p -- "$JOBKIT_RUN_DIR"
+  mkdir -p -- "$JOBKIT_RUN_DIR/ranks"
+  export JOBKIT_NODE_INDEX=$rank
   set +u
   # Environment modules: a non-interactive shell may not have `module` yet.
   if ! command -v module >/dev/null 2>&1; then
@@ -158,6 +159,7 @@ jobkit_node() {
   setsid torchrun --nnodes "$JOBKIT_NNODES" --nproc-per-node 4 \
       --rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv-id "$JOBKIT_JOB_ID" \
       --max-restarts 1 --no-python \
+      sh -c 'echo "$JOBKIT_NODE_INDEX" 2>/dev/null >"$JOBKIT_RUN_DIR/ranks/$RANK"; exec "$@"' jobkit-worker \
     python3 -m train --config 'configs/big model.yaml' &
   pid=$!
   echo "$pid" >"$pgid_file"

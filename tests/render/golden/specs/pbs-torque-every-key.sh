@@ -113,7 +113,8 @@ jobkit_node() {
   local rank=$1 pid rc=0 pgid_file
   pgid_file=$(jobkit_pgid_file "$rank")
   cd -- "$JOBKIT_WORKDIR"
-  mkdir -p -- "$JOBKIT_RUN_DIR"
+  mkdir -p -- "$JOBKIT_RUN_DIR/ranks"
+  export JOBKIT_NODE_INDEX=$rank
   set +u
   # Python virtual environment.
   # shellcheck source=/dev/null
@@ -126,6 +127,7 @@ jobkit_node() {
       --rdzv-backend static --node-rank "$rank" \
       --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" \
       --max-restarts 0 --no-python \
+      sh -c 'echo "$JOBKIT_NODE_INDEX" 2>/dev/null >"$JOBKIT_RUN_DIR/ranks/$RANK"; exec "$@"' jobkit-worker \
     python3 -u train.py &
   pid=$!
   echo "$pid" >"$pgid_file"

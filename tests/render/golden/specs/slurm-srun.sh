@@ -85,8 +85,8 @@ echo "jobkit: master $MASTER_ADDR:$MASTER_PORT, 2 process(es) per node, restart 
 echo "jobkit: run folder $JOBKIT_RUN_DIR"
 
 # ---- Launch -----------------------------------------------------------------------------------
-# A requeued job keeps its run folder: forget the previous run's request.
-rm -f -- "$JOBKIT_RUN_DIR/requeue-requested"
+# A requeued job keeps its run folder: forget the previous run's request and exit code.
+rm -f -- "$JOBKIT_RUN_DIR/requeue-requested" "$JOBKIT_RUN_DIR/exit_code"
 # One task per process (2 per node); the program reads SLURM_PROCID etc.
 # Output: rank-R.out.
 srun --kill-on-bad-exit=1 \
@@ -99,12 +99,19 @@ jobkit_wait_step || jobkit_step_rc=$?
 echo "jobkit: job step ended with exit code $jobkit_step_rc"
 
 # ---- Requeue or finish ------------------------------------------------------------------------
+# The exit code also lands in the run folder: jobkit reads it when Slurm's accounting is off
+# or lost it (slurmdbd down while the job ended).
+jobkit_finish() {
+  echo "$1" >"$JOBKIT_RUN_DIR/exit_code.tmp" &&
+    mv -f -- "$JOBKIT_RUN_DIR/exit_code.tmp" "$JOBKIT_RUN_DIR/exit_code" || true
+  exit "$1"
+}
 # Exit code 75 or the marker file means: checkpoint saved, run me again.
 jobkit_marker="$JOBKIT_RUN_DIR/requeue-requested"
 if (( jobkit_step_rc == 75 )) || [[ -e "$jobkit_marker" ]]; then
   if [[ -n "$jobkit_terminating" ]]; then
     echo "jobkit: not requeueing: Slurm is ending this job (scancel, time limit or preemption)" >&2
-    exit "$jobkit_step_rc"
+    jobkit_finish "$jobkit_step_rc"
   fi
   rm -f -- "$jobkit_marker"
   echo "jobkit: the program asked to be requeued: scontrol requeue $JOBKIT_JOB_ID"
@@ -113,4 +120,4 @@ if (( jobkit_step_rc == 75 )) || [[ -e "$jobkit_marker" ]]; then
   fi
   echo "jobkit: scontrol requeue failed" >&2
 fi
-exit "$jobkit_step_rc"
+jobkit_finish "$jobkit_step_rc"

@@ -69,7 +69,8 @@ jobkit_node() {
   local rank=$1 pid rc=0 pgid_file
   pgid_file=$(jobkit_pgid_file "$rank")
   cd -- "$JOBKIT_WORKDIR"
-  mkdir -p -- "$JOBKIT_RUN_DIR"
+  mkdir -p -- "$JOBKIT_RUN_DIR/ranks"
+  export JOBKIT_NODE_INDEX=$rank
   set +u
   # Conda: load its shell hook when this shell was not initialised for conda.
   if [[ "$(type -t conda)" != function ]]; then
@@ -103,6 +104,7 @@ jobkit_node() {
       --rdzv-backend static --node-rank "$rank" \
       --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" \
       --max-restarts 2 --no-python \
+      sh -c 'echo "$JOBKIT_NODE_INDEX" 2>/dev/null >"$JOBKIT_RUN_DIR/ranks/$RANK"; exec "$@"' jobkit-worker \
     python3 -m train --config mlp --set train.steps=50 &
   pid=$!
   echo "$pid" >"$pgid_file"
