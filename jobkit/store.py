@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,6 +39,8 @@ ID_LENGTH = 5
 CANCEL_GRACE_S = 60.0
 """After `jobkit cancel`, a non-final observation is ignored for this long."""
 EXIT_CODE_GRACE_S = 600.0
+_IDS_PER_QUERY = 500
+"""Ids bound in one `IN (...)` query (SQLite allows 32766 variables; this stays far below)."""
 """A final job without an exit code is polled again for this long (accounting lag)."""
 
 _T = TypeVar("_T")
@@ -133,7 +136,8 @@ class JobRecord:
     backend: str
     scheduler_id: str | None
     name: str
-    spec: dict[str, Any]
+    spec_json: str
+    """The spec as stored (JSON); `spec` decodes it when first asked."""
     script: str
     submit_argv: list[str]
     created_at: float
@@ -157,6 +161,13 @@ class JobRecord:
     max_rss: str | None
     cpu_time: str | None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def spec(self) -> dict[str, Any]:
+        """The spec after layering (decoded on first use: listings of thousands of jobs
+        never need it)."""
+        decoded: dict[str, Any] = json.loads(self.spec_json)
+        return decoded
 
     @property
     def is_final(self) -> bool:
@@ -478,29 +489,57 @@ class Store:
 
     def record_observations(
         self, observations: Mapping[str, Observation], *, now: float | None = None
-    ) -> None:
+    ) -> dict[str, dict[str, Any]]:
         """Store what the scheduler said, keyed by jobkit id, in one transaction.
 
         A state change adds a history line. After `jobkit cancel`, a non-final answer is
         ignored for CANCEL_GRACE_S (the scheduler may lag behind the cancel), and an end
         reported as FAILED or UNKNOWN confirms CANCELLED (the job died of the cancel).
         A job that goes from running back to queued counts one requeue, unless the
-        observation carries the scheduler's own count.
+        observation carries the scheduler's own count. Returns, per job changed, the
+        columns written (JobRecord field names), so a caller can update its records
+        without reading them back.
         """
         at = time.time() if now is None else now
+        changed: dict[str, dict[str, Any]] = {}
 
         def update(conn: sqlite3.Connection) -> None:
+            changed.clear()  # a retried transaction starts again
+            ids = list(observations)
+            rows: dict[str, sqlite3.Row] = {}
+            for start in range(0, len(ids), _IDS_PER_QUERY):
+                chunk = ids[start : start + _IDS_PER_QUERY]
+                marks = ",".join("?" for _ in chunk)
+                for row in conn.execute(
+                    f"SELECT jobkit_id, {', '.join(_OBSERVED_COLUMNS)} FROM jobs"
+                    f" WHERE jobkit_id IN ({marks})",
+                    chunk,
+                ):
+                    rows[row["jobkit_id"]] = row
+            history: list[tuple[Any, ...]] = []
             for jobkit_id, obs in observations.items():
-                row = conn.execute(
-                    "SELECT state, raw_state, state_source, observed_at, requeues, final_at"
-                    " FROM jobs WHERE jobkit_id = ?",
-                    (jobkit_id,),
-                ).fetchone()
-                if row is None:
-                    continue
-                _apply_observation(conn, jobkit_id, row, obs, at)
+                row = rows.get(jobkit_id)
+                applied = None if row is None else _apply_observation(jobkit_id, row, obs, at)
+                if applied is not None:
+                    changed[jobkit_id], line = applied
+                    if line is not None:
+                        history.append(line)
+            conn.executemany(
+                f"UPDATE jobs SET {', '.join(f'{name} = ?' for name in _OBSERVED_COLUMNS)}"
+                " WHERE jobkit_id = ?",
+                [
+                    (*(columns[name] for name in _OBSERVED_COLUMNS), jobkit_id)
+                    for jobkit_id, columns in changed.items()
+                ],
+            )
+            conn.executemany(
+                "INSERT INTO state_history (jobkit_id, at, state, raw_state, source, reason)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                history,
+            )
 
         self._write(update)
+        return dict(changed)
 
     def update_extra(self, jobkit_id: str, values: Mapping[str, Any]) -> None:
         """Merge values into a job's `extra` JSON."""
@@ -656,16 +695,41 @@ def _add_history(
     )
 
 
+_OBSERVED_COLUMNS = (
+    "state",
+    "raw_state",
+    "state_source",
+    "reason",
+    "observed_at",
+    "final_at",
+    "exit_code",
+    "signal",
+    "requeues",
+    "nodes",
+    "elapsed_s",
+    "max_rss",
+    "cpu_time",
+)
+"""The columns an observation writes (the same names as JobRecord's fields)."""
+
+
+def _known(new: Any, old: Any) -> Any:
+    """The new value, or the old one where the scheduler said nothing."""
+    return old if new is None else new
+
+
 def _apply_observation(
-    conn: sqlite3.Connection, jobkit_id: str, row: sqlite3.Row, obs: Observation, at: float
-) -> None:
+    jobkit_id: str, row: sqlite3.Row, obs: Observation, at: float
+) -> tuple[dict[str, Any], tuple[Any, ...] | None] | None:
+    """The columns to write (in _OBSERVED_COLUMNS order) and the history line, if any;
+    None when the observation is to be ignored."""
     old_state = row["state"]
     new_state = obs.state.value
     if row["state_source"] == "cancel":
         if obs.state in (State.FAILED, State.UNKNOWN, State.CANCELLED):
             new_state = State.CANCELLED.value  # ended after our cancel: confirmed
         elif not obs.state.is_final and at - (row["observed_at"] or at) < CANCEL_GRACE_S:
-            return  # the scheduler has not caught up with the cancel yet
+            return None  # the scheduler has not caught up with the cancel yet
     requeues = row["requeues"]
     if obs.requeues is not None:
         requeues = max(requeues, obs.requeues)
@@ -675,31 +739,25 @@ def _apply_observation(
     final_at = row["final_at"] if is_final and row["final_at"] else None
     if is_final and final_at is None:
         final_at = at
-    conn.execute(
-        "UPDATE jobs SET state = ?, raw_state = ?, state_source = ?, reason = ?,"
-        " observed_at = ?, final_at = ?, exit_code = COALESCE(?, exit_code),"
-        " signal = COALESCE(?, signal), requeues = ?, nodes = COALESCE(?, nodes),"
-        " elapsed_s = COALESCE(?, elapsed_s), max_rss = COALESCE(?, max_rss),"
-        " cpu_time = COALESCE(?, cpu_time) WHERE jobkit_id = ?",
-        (
-            new_state,
-            obs.raw_state,
-            obs.source,
-            obs.reason,
-            at,
-            final_at,
-            obs.exit_code,
-            obs.signal,
-            requeues,
-            obs.nodes,
-            obs.elapsed_s,
-            obs.max_rss,
-            obs.cpu_time,
-            jobkit_id,
-        ),
-    )
+    columns: dict[str, Any] = {
+        "state": new_state,
+        "raw_state": obs.raw_state,
+        "state_source": obs.source,
+        "reason": obs.reason,
+        "observed_at": at,
+        "final_at": final_at,
+        "exit_code": _known(obs.exit_code, row["exit_code"]),
+        "signal": _known(obs.signal, row["signal"]),
+        "requeues": requeues,
+        "nodes": _known(obs.nodes, row["nodes"]),
+        "elapsed_s": _known(obs.elapsed_s, row["elapsed_s"]),
+        "max_rss": _known(obs.max_rss, row["max_rss"]),
+        "cpu_time": _known(obs.cpu_time, row["cpu_time"]),
+    }
+    line = None
     if new_state != old_state or obs.raw_state != row["raw_state"]:
-        _add_history(conn, jobkit_id, at, new_state, obs.raw_state, obs.source, obs.reason)
+        line = (jobkit_id, at, new_state, obs.raw_state, obs.source, obs.reason)
+    return columns, line
 
 
 def _record(row: sqlite3.Row) -> JobRecord:
@@ -708,7 +766,7 @@ def _record(row: sqlite3.Row) -> JobRecord:
         backend=row["backend"],
         scheduler_id=row["scheduler_id"],
         name=row["name"],
-        spec=json.loads(row["spec_json"]),
+        spec_json=row["spec_json"],
         script=row["script"],
         submit_argv=json.loads(row["submit_argv"]),
         created_at=row["created_at"],

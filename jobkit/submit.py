@@ -273,12 +273,27 @@ def reconcile_submissions(store: Store, *, now: float | None = None) -> Reconcil
 
 
 def _find_submissions(backend: Backend, records: Sequence[JobRecord]) -> dict[str, str]:
+    """token -> scheduler id of the orphaned rows' jobs the backend knows.
+
+    Schedulers are asked by token (`find_submissions`); local and ssh launchers are looked
+    for in their run folders (`find_launched`).
+    """
     finder = getattr(backend, "find_submissions", None)
-    if finder is None:
+    if finder is not None:
+        since = min(r.created_at for r in records)
+        found: dict[str, str] = finder([r.token for r in records], since)
+        return found
+    launched = getattr(backend, "find_launched", None)
+    if launched is None:
         return {}
-    since = min(r.created_at for r in records)
-    found: dict[str, str] = finder([r.token for r in records], since)
-    return found
+    requests: dict[str, SubmitRequest] = {}
+    for record in records:
+        try:
+            requests[record.token] = request_for(record)
+        except ValueError:
+            continue  # a spec this jobkit cannot read back
+    started: dict[str, str] = launched(requests)
+    return started
 
 
 def _adopt(store: Store, backend: Backend, record: JobRecord, scheduler_id: str) -> JobRecord:

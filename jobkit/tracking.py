@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from jobkit.backends import BackendUnavailable, get_backend
 from jobkit.backends.base import Observation
@@ -119,12 +119,11 @@ def refresh(
                     source=backend_name,
                     reason="the scheduler no longer knows this job",
                 )
-    if observations:
-        store.record_observations(observations, now=at)
+    changed = store.record_observations(observations, now=at) if observations else {}
     polled = sum(len(g) for g in groups.values())
     if not polled:
         return RefreshResult(list(records), failures, 0)
-    fresh = [store.get(r.jobkit_id) if r.jobkit_id in observations else r for r in records]
+    fresh = [replace(r, **changed[r.jobkit_id]) if r.jobkit_id in changed else r for r in records]
     return RefreshResult(fresh, failures, polled)
 
 

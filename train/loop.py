@@ -71,6 +71,44 @@ def resolve_paths(config: TrainerConfig, environ: Mapping[str, str]) -> RunPaths
     )
 
 
+@dataclass(frozen=True)
+class Votes:
+    """One step's all-reduced votes: did any rank get a stop signal, the sum of the losses."""
+
+    stop: bool
+    loss_sum: float
+
+
+class StepVotes:
+    """The per-step all-reduce of (stop flag, loss), started after a step and read at the
+    next one: it overlaps that step instead of holding every rank at a barrier.
+
+    `collect()` returns the pending votes (waiting for them) or None when none is pending.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self._pending: tuple[dist.Work, torch.Tensor] | None = None
+
+    def start(self, stop: bool, loss: torch.Tensor) -> None:
+        """All-reduce this step's (stop, loss) in the background."""
+        flag = torch.tensor(1.0 if stop else 0.0, dtype=torch.float64, device=self.device)
+        packed = torch.stack([flag, loss.detach().double()])
+        work = dist.all_reduce(packed, async_op=True)
+        assert work is not None
+        self._pending = (work, packed)
+
+    def collect(self) -> Votes | None:
+        """The votes started last, once reduced; None when they were collected already."""
+        if self._pending is None:
+            return None
+        work, packed = self._pending
+        self._pending = None
+        work.wait()
+        stop_votes, loss_sum = packed.tolist()
+        return Votes(stop=stop_votes > 0, loss_sum=loss_sum)
+
+
 def _agree(ok: bool, device: torch.device) -> bool:
     """True when `ok` holds on every rank; also a barrier."""
     flag = torch.tensor([0.0 if ok else 1.0], device=device)
@@ -495,19 +533,29 @@ class Trainer:
         interval_steps = 0
         log_every = config.logging.every_steps
         every = config.checkpoint.every_steps
+        votes = StepVotes(self.device)
         while step < total:
             lr = float(self.scheduler.get_last_lr()[0])
             grad_norm = self._train_step()
             step += 1
             interval_steps += 1
-            local_stop = 1.0 if self.stop.requested else 0.0
-            packed = torch.stack(
-                [torch.tensor(local_stop, device=self.device), self._loss_sum.double()]
-            ).double()
-            dist.all_reduce(packed)
-            stop_votes, loss_total = packed.tolist()
-            self.last_loss = loss_total / env.world_size
-            if stop_votes > 0 and step < total:
+            # Every rank reads the same votes at the same step, so all stop at the same step:
+            # the previous step's (already reduced by now), and this step's when its exact
+            # loss is needed (a log line, a checkpoint, the end) or a stop is coming.
+            seen = votes.collect()
+            votes.start(self.stop.requested, self._loss_sum)
+            stopping = seen is not None and seen.stop and step < total
+            if (
+                stopping
+                or step % log_every == 0
+                or step == total
+                or (every and step % every == 0)
+                or config.train.stop_after_step == step
+            ):
+                seen = votes.collect()
+            if seen is not None:
+                self.last_loss = seen.loss_sum / env.world_size
+            if seen is not None and seen.stop and step < total:
                 why = self.stop.signal_name or "a signal on another rank"
                 stop_reason = f"preempted by {why}"
             elif config.train.stop_after_step == step and step < total:

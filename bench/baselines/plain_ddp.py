@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 import time
 
 import torch
@@ -127,7 +128,13 @@ def main() -> None:
     elapsed = time.perf_counter() - start
     if rank == 0:
         print(f"trained {step} steps in {elapsed:.2f} s ({step / elapsed:.3f} steps/s)", flush=True)
+    dist.barrier()
     dist.destroy_process_group()
+    # Leave without the interpreter's teardown, where gloo's threads made a run abort
+    # (SIGABRT) or hang now and then, failing the round; everything is printed and flushed.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobkit.backends import processes
-from jobkit.backends.base import Observation, TrackedJob
+from jobkit.backends.base import Observation, SubmitRequest, TrackedJob
 from jobkit.backends.exit_file import read_exit_file
 from jobkit.errors import SchedulerError
 from jobkit.schema import JobSpec
@@ -26,6 +26,8 @@ from jobkit.states import State
 
 CANCELLED_FILE = "cancelled"
 """In jobkit's job folder: written by `jobkit cancel` before it signals the launcher."""
+LAUNCHER_PID_FILE = "launcher.pid"
+"""The launcher writes its pid into the run folder as it starts (templates/ssh)."""
 _STOP_SIGNALS = {129: "SIGHUP", 130: "SIGINT", 143: "SIGTERM"}
 REQUEUE_EXIT = 75
 
@@ -127,6 +129,35 @@ def launch_detached(
         pgid=pgid,
         start_time=info.start_time if info else "",
     )
+
+
+def find_launched(requests: Mapping[str, SubmitRequest]) -> dict[str, str]:
+    """Of these submissions (by token), the ones whose launcher started although `jobkit
+    submit` stopped before recording it: token -> scheduler id (the jobkit id). The run
+    folder tells: the launcher's pid file, or already its exit code."""
+    found: dict[str, str] = {}
+    for token, request in requests.items():
+        run_dir = job_files(request.spec, request.jobkit_id, request.workdir).run_dir
+        if (run_dir / LAUNCHER_PID_FILE).is_file() or read_exit_file(run_dir) is not None:
+            found[token] = request.jobkit_id
+    return found
+
+
+def adopted_extra(request: SubmitRequest) -> dict[str, str]:
+    """`extra` for a launcher found by `find_launched`: its run folder and, while it still
+    runs, its pid, process group and start time (as `Launched.as_extra`)."""
+    run_dir = job_files(request.spec, request.jobkit_id, request.workdir).run_dir
+    extra = {"run_dir": str(run_dir)}
+    try:
+        text = (run_dir / LAUNCHER_PID_FILE).read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return extra
+    info = processes.proc_info(int(text)) if text.isdigit() else None
+    if info is not None and info.alive:
+        extra.update(
+            Launched(socket.gethostname(), info.pid, info.pgid, info.start_time).as_extra()
+        )
+    return extra
 
 
 def mark_cancelled(job_dir: Path) -> None:

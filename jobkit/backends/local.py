@@ -6,7 +6,7 @@ files are `{logs.dir}/{name}-{jobkit id}.out|.err` and `{logs.dir}/{name}-{jobki
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from jobkit.backends import launcher_files
 from jobkit.backends.base import Observation, SubmitRequest, Submitted, TrackedJob
@@ -45,6 +45,21 @@ class LocalBackend:
             log_paths=files.as_log_paths(),
             extra={**launched.as_extra(), "run_dir": str(files.run_dir)},
         )
+
+    # -- adoption of launchers whose `jobkit submit` stopped before recording them --------
+
+    def find_launched(self, requests: Mapping[str, SubmitRequest]) -> dict[str, str]:
+        """token -> job id of the launchers that started (see launcher_files)."""
+        return launcher_files.find_launched(requests)
+
+    @staticmethod
+    def log_paths(request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
+        """The job's .out/.err and run folder (the scheduler id is the jobkit id)."""
+        return launcher_files.job_files(request.spec, scheduler_id, request.workdir).as_log_paths()
+
+    def submit_extra(self, request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
+        """What `submit` would have recorded, read back from the run folder and /proc."""
+        return launcher_files.adopted_extra(request)
 
     def poll(self, jobs: Sequence[TrackedJob]) -> dict[str, Observation]:
         """Each job's state from its launcher process and exit-code file (no command run)."""

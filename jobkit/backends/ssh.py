@@ -13,7 +13,7 @@ import json
 import re
 import shlex
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from jobkit.backends import launcher_files
@@ -133,6 +133,14 @@ def clean_hosts(job: TrackedJob, grace_s: float) -> list[HostCheck]:
     return checks
 
 
+def _reach(request: SubmitRequest) -> dict[str, str]:
+    """What cancel needs to reach the hosts: their names and the ssh command."""
+    return {
+        "hosts": json.dumps(list(request.spec.ssh.hosts)),
+        "ssh": json.dumps(ssh_command(request.spec.ssh)),
+    }
+
+
 class SshBackend:
     """Runs the launcher here, detached; it reaches the hosts in `ssh.hosts` over ssh."""
 
@@ -161,8 +169,7 @@ class SshBackend:
         extra = {
             **launched.as_extra(),
             "run_dir": str(files.run_dir),
-            "hosts": json.dumps(list(request.spec.ssh.hosts)),
-            "ssh": json.dumps(ssh_command(request.spec.ssh)),
+            **_reach(request),
         }
         return Submitted(
             scheduler_id=request.jobkit_id,
@@ -170,6 +177,21 @@ class SshBackend:
             log_paths=files.as_log_paths(),
             extra=extra,
         )
+
+    # -- adoption of launchers whose `jobkit submit` stopped before recording them --------
+
+    def find_launched(self, requests: Mapping[str, SubmitRequest]) -> dict[str, str]:
+        """token -> job id of the launchers that started (see launcher_files)."""
+        return launcher_files.find_launched(requests)
+
+    @staticmethod
+    def log_paths(request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
+        """The job's .out/.err and run folder (the scheduler id is the jobkit id)."""
+        return launcher_files.job_files(request.spec, scheduler_id, request.workdir).as_log_paths()
+
+    def submit_extra(self, request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
+        """What `submit` would have recorded, read back from the run folder and /proc."""
+        return {**launcher_files.adopted_extra(request), **_reach(request)}
 
     def poll(self, jobs: Sequence[TrackedJob]) -> dict[str, Observation]:
         """Each job's state from its launcher process and exit-code file (no ssh needed)."""

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -100,9 +101,12 @@ def test_intent_then_submitted_then_observed() -> None:
         store.record_observations({rec.jobkit_id: running})
         store.record_observations({rec.jobkit_id: running})  # no change: no history line
         done = Observation(State.FAILED, "FAILED", "sacct", exit_code=3, max_rss="12K")
-        store.record_observations({rec.jobkit_id: done})
+        before = rec
+        written = store.record_observations({rec.jobkit_id: done})
         rec = store.get(rec.jobkit_id)
         assert (rec.state, rec.exit_code, rec.nodes, rec.max_rss) == ("FAILED", 3, "n1", "12K")
+        # What it returns is what a fresh read shows (refresh updates records from it).
+        assert replace(before, **written[rec.jobkit_id]) == rec
         assert rec.final_at is not None and rec.is_final and not rec.needs_poll()
         states = [(h.state, h.raw_state, h.source) for h in store.history(rec.jobkit_id)]
         assert states == [

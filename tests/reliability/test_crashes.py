@@ -8,6 +8,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -134,6 +135,56 @@ def test_submit_killed_after_sbatch_is_adopted_by_the_next_command(
         assert store.count() == 5
     tally("crashes: jobkit submit SIGKILLed after sbatch (adopted)", 3)
     tally("crashes: jobkit submit SIGKILLed before sbatch (lost after 300 s)", 1)
+
+
+def test_submit_killed_after_the_local_launcher_started_is_adopted(
+    workdir: Path, tmp_path: Path, tally: Callable[[str, int], None]
+) -> None:
+    """`jobkit submit` killed once the local launcher runs, before the registry knows it: the
+    state that crash leaves (an intent whose submitter is gone, a running launcher) is made
+    with jobkit's own submit steps, stopping where the kill would. The next command finds the
+    launcher through its run folder (launcher.pid) and adopts it; the job is followed to
+    its end like any other and never started twice."""
+    from jobkit.backends.local import LocalBackend
+    from jobkit.spec import load_spec
+    from jobkit.submit import _prepare, plan_submission
+
+    venv = {"venv": sys.prefix} if sys.prefix != sys.base_prefix else {}
+    spec_file = write_spec(
+        workdir / "orphan.yaml",
+        {
+            "name": "orphan",
+            "env": venv,
+            "run": {"command": ["python3", "-c", "import time; time.sleep(3); print('trained')"]},
+        },
+    )
+    plan = plan_submission(load_spec(spec_file).spec, workdir=workdir)
+    with Store() as store:
+        row = store.create_intent(
+            backend="local",
+            name="orphan",
+            spec=plan.spec.model_dump(mode="json"),
+            script=plan.script,
+            workdir=plan.workdir,
+            token="crashtoken",
+            # The submitter: a pid above Linux's largest (2**22), so certainly gone.
+            extra={"submitter": {"host": socket.gethostname(), "pid": 2**22 + 1, "start": "1"}},
+        )
+        LocalBackend().submit(_prepare(row, plan))  # the launcher runs; the kill comes here
+
+    shown = run_jobkit("status", "--json", row.jobkit_id, cwd=workdir)
+    assert shown.returncode == 0, shown.stderr
+    (record,) = json.loads(shown.stdout)
+    assert record["extra"]["adopted"] is True and record["state"] == "RUNNING", record
+    assert record["scheduler_id"] == row.jobkit_id and record["extra"]["pid"].isdigit()
+    followed = run_jobkit("logs", row.jobkit_id, "--rank", "0", "-f", cwd=workdir)
+    assert followed.returncode == 0, followed.stderr
+    assert followed.stdout.endswith("\ntrained\n"), followed.stdout  # after torchrun's lines
+    (final,) = json.loads(run_jobkit("status", "--json", row.jobkit_id, cwd=workdir).stdout)
+    assert (final["state"], final["exit_code"]) == ("SUCCEEDED", 0), final
+    starts = Path(final["log_paths"]["out"]).read_text().count("jobkit: job ")
+    assert starts == 1, "the job was started more than once"
+    tally("crashes: jobkit submit killed after the local launcher started (adopted)", 1)
 
 
 # ---- SIGKILL while writing checkpoints -----------------------------------------------------

@@ -238,18 +238,19 @@ def test_without_accounting_the_exit_code_file_decides(
     tally: Callable[[str, int], None],
 ) -> None:
     """sacct refuses (accounting disabled): how a job ended comes from squeue while it holds
-    the job, and from the run folder's exit_code file. After the job leaves squeue, a job
-    seen FAILED stays FAILED (not UNKNOWN), one with an exit_code file keeps that code, a
-    job seen COMPLETED stays SUCCEEDED; nothing is guessed."""
+    the job, and from the exit_code file the job script leaves in its run folder. After the
+    job leaves squeue, a job seen FAILED stays FAILED (not UNKNOWN), one with an exit_code
+    file keeps that code, a job seen COMPLETED stays SUCCEEDED; nothing is guessed (a job
+    that removed its run folder has no code)."""
     monkeypatch.setenv("SLURM_CONF", str(config_without_accounting(slurm_cluster, tmp_path)))
     refused = slurm(["sacct", "-n", "-j", "1"])
     assert "accounting storage is disabled" in refused.stderr.lower()
-    plain = submit(jobkit, slurm_spec(workdir, "acct-plain", "exit 3"))
-    coded = submit(
-        jobkit, slurm_spec(workdir, "acct-file", 'echo 5 >"$JOBKIT_RUN_DIR/exit_code"; exit 5')
+    coded = submit(jobkit, slurm_spec(workdir, "acct-file", "exit 3"))
+    silent = submit(
+        jobkit, slurm_spec(workdir, "acct-silent", 'rm -rf -- "$JOBKIT_RUN_DIR"; exit 5')
     )
     good = submit(jobkit, slurm_spec(workdir, "acct-ok", "true"))
-    jobs = (plain, coded, good)
+    jobs = (coded, silent, good)
     slurm_jobs += [r["scheduler_id"] for r in jobs]
     ids = [r["jobkit_id"] for r in jobs]
 
@@ -259,9 +260,9 @@ def test_without_accounting_the_exit_code_file_decides(
 
     wait_for("squeue to show the three ended", all_ended, timeout=900, interval=1)
     seen = status_json(jobkit, *ids)
-    assert (seen[ids[0]]["state"], seen[ids[0]]["exit_code"]) == ("FAILED", None)
-    assert (seen[ids[1]]["state"], seen[ids[1]]["exit_code"]) == ("FAILED", 5)
-    assert seen[ids[1]]["state_source"] == "exit-file"
+    assert (seen[ids[0]]["state"], seen[ids[0]]["exit_code"]) == ("FAILED", 3)
+    assert seen[ids[0]]["state_source"] == "exit-file"
+    assert (seen[ids[1]]["state"], seen[ids[1]]["exit_code"]) == ("FAILED", None)
     assert (seen[ids[2]]["state"], seen[ids[2]]["exit_code"]) == ("SUCCEEDED", 0)
     wait_for(
         "slurmctld to forget the jobs",
@@ -269,8 +270,8 @@ def test_without_accounting_the_exit_code_file_decides(
         timeout=120,
     )
     gone = status_json(jobkit, *ids)
-    assert (gone[ids[0]]["state"], gone[ids[0]]["exit_code"]) == ("FAILED", None)
-    assert (gone[ids[1]]["state"], gone[ids[1]]["exit_code"]) == ("FAILED", 5)
+    assert (gone[ids[0]]["state"], gone[ids[0]]["exit_code"]) == ("FAILED", 3)
+    assert (gone[ids[1]]["state"], gone[ids[1]]["exit_code"]) == ("FAILED", None)
     assert (gone[ids[2]]["state"], gone[ids[2]]["exit_code"]) == ("SUCCEEDED", 0)
     tally("faults: jobs followed to their end without accounting", 3)
 
