@@ -41,6 +41,9 @@ from train.runlog import RunLog
 EXIT_OK = 0
 EXIT_REQUEUE = 75
 MARKER_NAME = "requeue-requested"
+FINISHED_NAME = "finished"
+"""Written by rank 0 once training is complete: the job script then knows the work is done
+even when a signal (a time-limit warning) turned the launcher's exit code into a failure."""
 
 
 class TrainSetupError(Exception):
@@ -55,6 +58,7 @@ class RunPaths:
     log_dir: Path
     checkpoint_dir: Path
     marker: Path | None
+    finished: Path | None = None
 
 
 def resolve_paths(config: TrainerConfig, environ: Mapping[str, str]) -> RunPaths:
@@ -68,6 +72,7 @@ def resolve_paths(config: TrainerConfig, environ: Mapping[str, str]) -> RunPaths
             Path(config.checkpoint.dir) if config.checkpoint.dir else run_dir / "checkpoints"
         ),
         marker=Path(jobkit_dir) / MARKER_NAME if jobkit_dir else None,
+        finished=Path(jobkit_dir) / FINISHED_NAME if jobkit_dir else None,
     )
 
 
@@ -351,6 +356,13 @@ class Trainer:
         """Different streams for dropout and the like on each rank, fixed by the seed."""
         seed_everything(self.config.train.seed * 100_003 + 1 + self.env.rank)
 
+    def _write_finished(self, step: int) -> None:
+        """Rank 0: note in the run folder that training is complete (see FINISHED_NAME)."""
+        if self.env.is_main and self.paths.finished is not None:
+            self.paths.finished.write_text(
+                f"step {step} final loss {self.last_loss!r}\n", encoding="utf-8"
+            )
+
     def _write_marker(self, step: int, reason: str) -> None:
         if self.paths.marker is not None:
             self.paths.marker.write_text(f"step {step} {reason}\n", encoding="utf-8")
@@ -526,6 +538,7 @@ class Trainer:
         if start_step >= total:
             log.info(f"training already complete at step {start_step} (train.steps = {total})")
             log.info(f"final loss {self.last_loss!r}")
+            self._write_finished(start_step)
             return EXIT_OK
         step = start_step
         stop_reason = ""
@@ -586,6 +599,7 @@ class Trainer:
         if config.checkpoint.save_final and self.last_saved_step != step:
             self._save(step, "final")
         log.info(f"final loss {self.last_loss!r}")
+        self._write_finished(step)
         return EXIT_OK
 
     def close(self) -> None:

@@ -5,6 +5,7 @@ few seconds of sleep. They skip when the cluster is down (fail under CI=true).
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import sys
@@ -23,6 +24,7 @@ JOB_TIMEOUT_S = 480.0  # the cluster is shared with other tests: allow for queue
 
 DDP = """\
 import os
+import re
 import torch
 import torch.distributed as dist
 dist.init_process_group("gloo")
@@ -167,6 +169,36 @@ def test_warning_signal_reaches_workers_as_sigterm_and_requeues(
     nodes = (run_dir / "node-0.out").read_text() + (run_dir / "node-1.out").read_text()
     assert "rank 0 got signal 15" in nodes and "rank 1 got signal 15" in nodes
     assert not (run_dir / "requeue-requested").exists()
+
+
+# Notes its work complete (as the bundled trainer does), then dies of a signal: what torchrun
+# reports when a time-limit warning comes as training ends.
+FINISHES_THEN_SIGNALLED = """\
+import os, signal
+with open(os.path.join(os.environ["JOBKIT_RUN_DIR"], "finished"), "w") as note:
+    note.write("step 300 final loss 1.9\\n")
+os.kill(os.getpid(), signal.SIGTERM)
+"""
+
+
+@pytest.mark.slurm
+def test_a_program_that_finished_is_a_success_whatever_signal_came_at_the_end(
+    tmp_path: Path, slurm_cluster: SlurmCluster, cleanup: list[str]
+) -> None:
+    workdir = _workdir(tmp_path, FINISHES_THEN_SIGNALLED)
+    data = _slurm_job("finished", slurm_cluster.partition)
+    job_id = sbatch(str(_write(workdir, data)), cwd=workdir)
+    cleanup.append(job_id)
+    end = wait_slurm_job(job_id, timeout=JOB_TIMEOUT_S)
+    out = (workdir / "logs" / f"finished-{job_id}.out").read_text()
+    assert (end.state, end.exit_code) == ("COMPLETED", "0:0"), out
+    assert re.search(
+        r"^jobkit: the program had finished \(step 300 final loss 1\.9\), although the job"
+        r" step ended with exit code (1|143): exit 0$",
+        out,
+        re.MULTILINE,
+    ), out
+    assert (workdir / "logs" / f"finished-{job_id}" / "exit_code").read_text() == "0\n"
 
 
 @pytest.mark.slurm

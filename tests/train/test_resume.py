@@ -83,6 +83,7 @@ def test_preemption_signal_saves_and_exits_75(launcher: Launcher) -> None:
     assert stopped, stdout[-2000:]
     step = int(stopped[1])
     assert (run_dir / "requeue-requested").read_text() == f"step {step} preempted by SIGUSR2\n"
+    assert not (run_dir / "finished").exists()  # stopped, not finished
     assert [s for s, _ in list_checkpoints(run_dir / "checkpoints")] == [step]
 
     requeued = {"SLURM_RESTART_COUNT": "1"}  # what a requeued Slurm job sees
@@ -92,6 +93,9 @@ def test_preemption_signal_saves_and_exits_75(launcher: Launcher) -> None:
     assert RESUMED.findall(resumed.stdout) == [str(step)]
     assert resumed.stdout.count("\nstep ") == 5
     assert list_checkpoints(run_dir / "checkpoints")[0][0] == step + 5
+    # Complete: rank 0 says so in the run folder (the job script trusts it over a signal).
+    final = re.findall(r"^final loss (\S+)$", resumed.stdout, re.M)
+    assert (run_dir / "finished").read_text() == f"step {step + 5} final loss {final[-1]}\n"
 
 
 def test_sigterm_to_torchrun_stops_every_rank_at_one_step(launcher: Launcher) -> None:

@@ -91,8 +91,10 @@ echo "jobkit: master $MASTER_ADDR:$MASTER_PORT, 1 process(es) per node, restart 
 echo "jobkit: run folder $JOBKIT_RUN_DIR"
 
 # ---- Launch -----------------------------------------------------------------------------------
-# A requeued job keeps its run folder: forget the previous run's request and exit code.
-rm -f -- "$JOBKIT_RUN_DIR/requeue-requested" "$JOBKIT_RUN_DIR/exit_code"
+# A requeued job keeps its run folder: forget the previous run's request, exit code and
+# note of completion.
+rm -f -- "$JOBKIT_RUN_DIR/requeue-requested" "$JOBKIT_RUN_DIR/exit_code" \
+    "$JOBKIT_RUN_DIR/finished"
 # One torchrun per node; each starts 1 process(es). Output: node-N.out,
 # N being $SLURM_NODEID (exported as JOBKIT_NODE_INDEX). sh, not bash: bash would read
 # ~/.bashrc when the job's environment came from an ssh session (SSH_CLIENT is set).
@@ -112,6 +114,13 @@ jobkit_wait_step || jobkit_step_rc=$?
 echo "jobkit: job step ended with exit code $jobkit_step_rc"
 
 # ---- Requeue or finish ------------------------------------------------------------------------
+# The program noted that its work is complete (the bundled trainer writes `finished` after its
+# final checkpoint): a signal that came as it ended (a time-limit warning) does not fail it.
+if (( jobkit_step_rc != 0 )) && [[ -e "$JOBKIT_RUN_DIR/finished" ]]; then
+  echo "jobkit: the program had finished ($(head -c 200 -- "$JOBKIT_RUN_DIR/finished"))," \
+    "although the job step ended with exit code $jobkit_step_rc: exit 0"
+  jobkit_step_rc=0
+fi
 # The exit code also lands in the run folder: jobkit reads it when Slurm's accounting is off
 # or lost it (slurmdbd down while the job ended).
 jobkit_finish() {
