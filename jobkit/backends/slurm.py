@@ -260,7 +260,13 @@ TaskMap = dict[str | None, Observation]
 
 
 WAIT_REASONS = frozenset({"BeginTime", "Priority", "Resources", "Dependency", "None"})
-"""Reasons a job waits in the queue: stale once squeue says it runs."""
+"""Reasons a job waits in the queue: stale once it runs or ended."""
+
+
+def _current_reason(word: str, reason: str | None) -> str | None:
+    """The reason, unless it is a wait reason of a job no longer waiting (a requeued job
+    keeps BeginTime in squeue and sacct after it ran again)."""
+    return None if word != "PENDING" and reason in WAIT_REASONS else reason
 
 
 def squeue_tasks(rows: Sequence[SqueueRow]) -> dict[str, TaskMap]:
@@ -269,13 +275,11 @@ def squeue_tasks(rows: Sequence[SqueueRow]) -> dict[str, TaskMap]:
     for row in rows:
         word = slurm_state_word(row.raw_state)
         exit_code = 0 if word == "COMPLETED" else None
-        # A requeued job that runs again may still carry its wait reason (BeginTime).
-        reason = None if word == "RUNNING" and row.reason in WAIT_REASONS else row.reason
         tasks[row.base_id][row.task_id] = _task_observation(
             row.raw_state,
             "squeue",
             exit_code=exit_code,
-            reason=reason,
+            reason=_current_reason(word, row.reason),
             nodes=row.nodes,
             elapsed_s=row.elapsed_s,
             requeues=row.restarts,
@@ -310,7 +314,7 @@ def sacct_tasks(runs: Sequence[SacctRun]) -> dict[str, TaskMap]:
             "sacct",
             exit_code=sacct_exit_code(run),
             signal=run.signal,
-            reason=run.reason,
+            reason=_current_reason(slurm_state_word(run.raw_state), run.reason),
             nodes=run.nodes,
             elapsed_s=run.elapsed_s,
             requeues=max(run.runs - 1, 0),

@@ -80,7 +80,7 @@ def test_sacct_exit_code_distrusts_0_for_a_failed_job(line: str, code: int | Non
     assert sacct_exit_code(run) == code
 
 
-def test_a_running_job_drops_the_wait_reason_it_was_requeued_with() -> None:
+def test_a_job_no_longer_waiting_drops_the_wait_reason_it_was_requeued_with() -> None:
     fields = "|".join
     rows = parse_squeue(
         fields(["7", "7", "N/A", "RUNNING", "BeginTime", "n1", "0:05", "1"])
@@ -91,6 +91,10 @@ def test_a_running_job_drops_the_wait_reason_it_was_requeued_with() -> None:
     tasks = squeue_tasks(rows)
     assert tasks["7"][None].reason is None
     assert tasks["8"][None].reason == "BeginTime"
+    ended = sacct_tasks(parse_sacct("9|9|COMPLETED|0:0|00:01:00|n1|BeginTime|||\n"))
+    assert ended["9"][None].reason is None
+    held = sacct_tasks(parse_sacct("10|10|PENDING|0:0|00:00:00||JobHeldUser|||\n"))
+    assert held["10"][None].reason == "JobHeldUser"
 
 
 def _task(state: State, raw: str, code: int | None) -> Observation:
