@@ -39,9 +39,9 @@ ID_LENGTH = 5
 CANCEL_GRACE_S = 60.0
 """After `jobkit cancel`, a non-final observation is ignored for this long."""
 EXIT_CODE_GRACE_S = 600.0
+"""A final job without an exit code is polled again for this long (accounting lag)."""
 _IDS_PER_QUERY = 500
 """Ids bound in one `IN (...)` query (SQLite allows 32766 variables; this stays far below)."""
-"""A final job without an exit code is polled again for this long (accounting lag)."""
 
 _T = TypeVar("_T")
 
@@ -721,8 +721,8 @@ def _known(new: Any, old: Any) -> Any:
 def _apply_observation(
     jobkit_id: str, row: sqlite3.Row, obs: Observation, at: float
 ) -> tuple[dict[str, Any], tuple[Any, ...] | None] | None:
-    """The columns to write (in _OBSERVED_COLUMNS order) and the history line, if any;
-    None when the observation is to be ignored."""
+    """The columns to write (by name, those of _OBSERVED_COLUMNS) and the history line, if
+    any; None when the observation is to be ignored."""
     old_state = row["state"]
     new_state = obs.state.value
     if row["state_source"] == "cancel":
