@@ -15,6 +15,14 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+# Two PyTorch pitfalls at exit, worth copying into your own script (see docs/e2e.md): the
+# optimizer imports torch.distributed.nn.functional lazily, and imported after the process
+# group exists it keeps the group alive past destroy_process_group; and DDP holds the group
+# too. A group destroyed late, at interpreter teardown, now and then aborts ("terminate called
+# without an active exception") or deadlocks in gloo's threads after training succeeded.
+# Import this first, and drop the DDP model before destroy_process_group (end of main).
+import torch.distributed.nn.functional
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
@@ -70,6 +78,8 @@ def main() -> None:
         if rank == 0:
             print(f"epoch {epoch + 1}/{args.epochs} loss {mean:.4f}", flush=True)
 
+    del ddp, optimizer  # the last holders of the group besides torch.distributed
+    dist.barrier()
     dist.destroy_process_group()
 
 

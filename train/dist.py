@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import gc
 import pickle
 import socket
 from dataclasses import dataclass
@@ -84,8 +85,13 @@ def init_process_group(env: LaunchEnv, backend: str, device: torch.device, timeo
 
 
 def shutdown() -> None:
-    """Leave the process group if joined."""
+    """Leave the process group if joined, once nothing else holds it.
+
+    Reference cycles still holding a DDP model (and through it the group) are collected
+    first, so that the group is destroyed here and not at interpreter teardown.
+    """
     if dist.is_initialized():
+        gc.collect()
         dist.destroy_process_group()
 
 

@@ -603,8 +603,15 @@ class Trainer:
         return EXIT_OK
 
     def close(self) -> None:
-        """Close the log files."""
+        """Close the log files; let go of the model, its optimizer and the data stream.
+
+        DDP's reducer holds the process group: released here, the group is destroyed by
+        `dist.shutdown()` rather than at interpreter teardown, where gloo's threads now and
+        then abort or deadlock on the GIL (docs/e2e.md, "Your own DDP script").
+        """
         self.log.close()
+        for name in ("model", "optimizer", "scheduler", "scaler", "stream"):
+            self.__dict__.pop(name, None)
 
 
 def run_training(loaded: LoadedConfig, env: LaunchEnv, stop: StopRequest) -> int:
