@@ -18,3 +18,11 @@ def templates_dir() -> Path:
             return candidate
     looked = ", ".join(str(c) for c in candidates)
     raise JobkitError(f"jobkit's templates are missing (looked in {looked}); reinstall jobkit")
+
+
+def home_or_none() -> str | None:
+    """The user's home folder, or None where there is none (no HOME, no passwd entry)."""
+    try:
+        return str(Path.home())
+    except RuntimeError:
+        return None

@@ -13,6 +13,8 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from jobkit.paths import home_or_none
+
 PROFILE_SUFFIXES = (".yaml", ".yml")
 PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 TEMPLATE_DIR_KEY = "template_dir"
@@ -34,15 +36,8 @@ def user_profile_dir(environ: Mapping[str, str]) -> Path | None:
     config = environ.get("XDG_CONFIG_HOME", "")
     if config and os.path.isabs(config):
         return Path(config) / "jobkit" / "profiles"
-    home = environ.get("HOME") or _home_or_none()
+    home = environ.get("HOME") or home_or_none()
     return Path(home) / ".config" / "jobkit" / "profiles" if home else None
-
-
-def _home_or_none() -> str | None:
-    try:
-        return str(Path.home())
-    except RuntimeError:
-        return None
 
 
 def available_profiles(search: Sequence[Path]) -> dict[str, Path]:

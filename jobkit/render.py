@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import traceback
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jobkit.errors import JobkitError, SpecError
 from jobkit.paths import templates_dir
 from jobkit.schema import JobSpec
+from jobkit.template_cache import bytecode_cache
 from jobkit.units import format_hms, format_memory, format_slurm_time
 
 TEMPLATE_FOR_BACKEND = {
@@ -291,6 +291,7 @@ def _environment(template_dir: Path | None) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         auto_reload=False,
+        bytecode_cache=bytecode_cache(),
     )
     env.filters.update(
         q=quote,
@@ -310,6 +311,8 @@ def _environment(template_dir: Path | None) -> jinja2.Environment:
 
 def _where(err: BaseException, env: jinja2.Environment) -> str | None:
     """FILE:LINE of the innermost template frame in the error's traceback."""
+    import traceback  # only on an error path
+
     found = None
     for frame in traceback.extract_tb(err.__traceback__):
         if frame.filename.endswith(".j2") or _is_template_file(frame.filename, env):

@@ -6,7 +6,6 @@ spec.py then finds the file and line of each and reports the first.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -183,6 +182,8 @@ def _unknown_key(path: KeyPath, extra_top_keys: Sequence[str]) -> str:
 
 def _guess_key(key: str, valid: list[str]) -> str | None:
     """The valid key the user most likely meant: same letters, close spelling, or a part of it."""
+    import difflib  # only for an unknown key
+
     lowered = {name.lower(): name for name in valid}
     if key.lower() in lowered:
         return lowered[key.lower()]

@@ -1,3 +1,19 @@
 """Shared pytest set-up: each plugin module in tests/plugins/ owns one kind of fixture."""
 
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
 pytest_plugins = ["tests.plugins.cluster"]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def template_cache_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Compiled templates go to a folder of this test session, not to ~/.cache (also for the
+    jobkit processes the tests start: they inherit the environment)."""
+    folder = tmp_path_factory.mktemp("template-cache") / "templates"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("JOBKIT_TEMPLATE_CACHE", str(folder))
+        yield

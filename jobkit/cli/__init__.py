@@ -7,11 +7,12 @@ as one line (JOBKIT_DEBUG=1 prints the traceback).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib
 import importlib.util
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -29,6 +30,11 @@ VERBS = {
 }
 """Verb -> module; each module defines a click command named like the verb."""
 
+QUICK_EXIT_VERBS = frozenset({"render"})
+"""Verbs that read files and print, and hold nothing that needs the interpreter's teardown:
+they skip it (about 20 ms with pydantic and jinja2 loaded) and the garbage collections
+during their imports (about 10 ms); docs/benchmarks.md, case 1."""
+
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 EXIT_INTERNAL = 70  # EX_SOFTWARE
@@ -36,6 +42,10 @@ EXIT_INTERNAL = 70  # EX_SOFTWARE
 
 class Interrupted(Exception):
     """Ctrl-C inside a verb (click would print a blank line for a KeyboardInterrupt)."""
+
+
+class ReaderGone(Exception):
+    """stdout's reader went away inside a verb (click would exit 1 for a BrokenPipeError)."""
 
 
 class LazyGroup(click.Group):
@@ -52,11 +62,13 @@ class LazyGroup(click.Group):
         return command if isinstance(command, click.Command) else None
 
     def invoke(self, ctx: click.Context) -> Any:
-        """Run the verb; Ctrl-C leaves as Interrupted so click prints nothing."""
+        """Run the verb; Ctrl-C leaves as Interrupted, a closed stdout as ReaderGone."""
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
             raise Interrupted() from None
+        except BrokenPipeError:
+            raise ReaderGone() from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The verb list of --help; a verb whose module fails to import is shown as such."""
@@ -111,7 +123,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         return 1
     except (KeyboardInterrupt, Interrupted):
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
+    except (BrokenPipeError, ReaderGone):
         _silence_stdout()
         return EXIT_BROKEN_PIPE
     except Exception as err:
@@ -120,12 +132,44 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def main() -> NoReturn:
-    """The console-script entry point."""
-    sys.exit(run())
+    """The console-script entry point.
+
+    A verb of QUICK_EXIT_VERBS runs with the cyclic garbage collector off and leaves with
+    os._exit once stdout and stderr are flushed.
+    """
+    quick = _verb(sys.argv[1:]) in QUICK_EXIT_VERBS
+    if not quick:
+        sys.exit(run())
+    gc.disable()
+    code = run()
+    os._exit(_flush_for_exit(code))
+
+
+def _verb(args: Sequence[str]) -> str | None:
+    """The verb of a command line: its first word that is not an option."""
+    return next((arg for arg in args if not arg.startswith("-")), None)
+
+
+def _flush_for_exit(code: int) -> int:
+    """Flush stdout and stderr (os._exit would drop what they hold); a reader that went
+    away makes the exit code EXIT_BROKEN_PIPE, as in run()."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        code = code or EXIT_BROKEN_PIPE
+    except OSError as err:
+        click.echo(f"jobkit: cannot write the output: {err.strerror or err}", err=True)
+        code = code or 1
+    with contextlib.suppress(OSError):
+        sys.stderr.flush()
+    return code
 
 
 def _internal_error(err: BaseException) -> int:
     if os.environ.get("JOBKIT_DEBUG"):
+        import traceback  # only for a bug
+
         traceback.print_exception(err)
     detail = " ".join(str(err).split()) or "(no message)"
     hint = (

@@ -6,7 +6,6 @@ import contextlib
 import os
 import shlex
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -98,6 +97,8 @@ def write_script(target: Path, script: str, *, spec_path: Path | None = None) ->
         _write_in_place(target, script)
         return
     real = Path(os.path.realpath(target))
+    import tempfile  # only with -o
+
     try:
         handle, temp_name = tempfile.mkstemp(
             prefix=f".{real.name}.", suffix=".tmp", dir=real.parent

@@ -264,3 +264,46 @@ def test_output_to_a_pipe_is_written_not_replaced(cli: CliRunner, in_tmp: Path) 
     assert result.code == 0
     assert stat.S_ISFIFO(fifo.stat().st_mode)
     assert received and received[0].startswith("#!")
+
+
+def test_render_process_writes_the_whole_script_before_its_quick_exit(tmp_path: Path) -> None:
+    """`render` leaves with os._exit: everything it printed must still reach the pipe."""
+    from jobkit.render import render
+    from jobkit.spec import load_spec
+
+    expected = render(load_spec(ROOT / "examples" / "slurm-2node.yaml").spec)
+    many_vars = "\n".join(f"    V{index}: value-{index}" for index in range(3000))
+    big = GOOD + f"env:\n  vars:\n{many_vars}\n"
+    (tmp_path / "big.yaml").write_text(big, encoding="utf-8")
+    done = python_m_jobkit("render", "examples/slurm-2node.yaml")
+    assert (done.returncode, done.stdout, done.stderr) == (0, expected, "")
+    done = python_m_jobkit("render", str(tmp_path / "big.yaml"))
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout) > 64 * 1024, "more than a pipe buffer"
+    assert done.stdout == render(load_spec(tmp_path / "big.yaml").spec)
+
+
+def test_render_into_a_closed_pipe_exits_141_quietly() -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before render writes anything
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "jobkit", "render", "examples/slurm-2node.yaml"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (141, "")
+
+
+def test_render_error_still_exits_2_with_one_line(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text(BAD, encoding="utf-8")
+    done = python_m_jobkit("render", str(tmp_path / "job.yaml"))
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "resources.nodes: must be >= 1" in done.stderr
