@@ -154,6 +154,15 @@ class TrainConfig(Section):
         description="Stop after this step as if preempted (checkpoint, exit 75).",
     )
     preempt_signals: list[SignalName] = Field(default_factory=lambda: ["SIGUSR2", "SIGTERM"])
+    stop_vote_every_s: float = Field(
+        0.25,
+        ge=0,
+        le=60,
+        description=(
+            "About how often (seconds of training) the ranks agree on a stop signal; 0: after"
+            " every step."
+        ),
+    )
 
 
 class AmpConfig(Section):

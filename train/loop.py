@@ -114,6 +114,52 @@ class StepVotes:
         return Votes(stop=stop_votes > 0, loss_sum=loss_sum)
 
 
+class VoteCadence:
+    """How many steps apart the ranks vote on stopping: about `every_s` seconds of training.
+
+    Every step votes until PROBE_STEPS steps after the first have been timed; then the ranks
+    agree (the slowest rank's mean step time) on a number of steps, so that a fast step does
+    not pay for an all-reduce each time. A stop signal is then acted on within about two
+    vote intervals. `every_s` 0 keeps a vote after every step.
+    """
+
+    PROBE_STEPS = 10
+    MAX_STEPS = 1000
+
+    def __init__(self, every_s: float, start_step: int) -> None:
+        self.every_s = every_s
+        self.steps = 1
+        self._probe_from = start_step + 1  # the first step (warm-up) is not timed
+        self._probe_to = self._probe_from + self.PROBE_STEPS
+        self._probe_start = 0.0
+
+    def probe_due(self, step: int) -> bool:
+        """True at the step after which the ranks agree on the cadence (same on all ranks)."""
+        if step == self._probe_from:
+            self._probe_start = time.perf_counter()
+        return self.every_s > 0 and step == self._probe_to
+
+    def agree(self, device: torch.device) -> float:
+        """All-reduce the slowest mean step time, set the cadence from it and return it."""
+        mean = (time.perf_counter() - self._probe_start) / self.PROBE_STEPS
+        reduced = torch.tensor([mean], dtype=torch.float64, device=device)
+        dist.all_reduce(reduced, op=dist.ReduceOp.MAX)
+        slowest = float(reduced.item())
+        self.steps = steps_between_votes(slowest, self.every_s, self.MAX_STEPS)
+        return slowest
+
+    def votes_at(self, step: int) -> bool:
+        """True when the ranks vote after `step`."""
+        return step % self.steps == 0
+
+
+def steps_between_votes(step_s: float, every_s: float, most: int) -> int:
+    """About `every_s` seconds of `step_s`-long steps, between 1 and `most`."""
+    if every_s <= 0 or step_s <= 0:
+        return 1
+    return max(1, min(most, int(every_s / step_s)))
+
+
 def _agree(ok: bool, device: torch.device) -> bool:
     """True when `ok` holds on every rank; also a barrier."""
     flag = torch.tensor([0.0 if ok else 1.0], device=device)
@@ -547,25 +593,34 @@ class Trainer:
         log_every = config.logging.every_steps
         every = config.checkpoint.every_steps
         votes = StepVotes(self.device)
+        cadence = VoteCadence(config.train.stop_vote_every_s, start_step)
         while step < total:
             lr = float(self.scheduler.get_last_lr()[0])
             grad_norm = self._train_step()
             step += 1
             interval_steps += 1
-            # Every rank reads the same votes at the same step, so all stop at the same step:
-            # the previous step's (already reduced by now), and this step's when its exact
-            # loss is needed (a log line, a checkpoint, the end) or a stop is coming.
-            seen = votes.collect()
-            votes.start(self.stop.requested, self._loss_sum)
-            stopping = seen is not None and seen.stop and step < total
-            if (
-                stopping
-                or step % log_every == 0
+            if cadence.probe_due(step):
+                slowest = cadence.agree(self.device)
+                log.info(
+                    f"stop votes every {cadence.steps} step(s): {slowest * 1000:.1f} ms per step"
+                    f" (slowest rank), train.stop_vote_every_s {cadence.every_s:g}"
+                )
+            # Every rank votes at the same steps and reads the same votes, so all stop at the
+            # same step: the previous vote's (already reduced by now), and this step's when its
+            # exact loss is needed (a log line, a checkpoint, the end) or a stop is coming.
+            exact = (
+                step % log_every == 0
                 or step == total
-                or (every and step % every == 0)
+                or bool(every and step % every == 0)
                 or config.train.stop_after_step == step
-            ):
+            )
+            seen = None
+            if exact or cadence.votes_at(step):
                 seen = votes.collect()
+                votes.start(self.stop.requested, self._loss_sum)
+                stopping = seen is not None and seen.stop and step < total
+                if stopping or exact:
+                    seen = votes.collect()
             if seen is not None:
                 self.last_loss = seen.loss_sum / env.world_size
             if seen is not None and seen.stop and step < total:

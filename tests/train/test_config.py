@@ -33,7 +33,7 @@ FILE_ERRORS = {
     "unknown key in a section": (
         MINIMAL + "train:\n  step: 3\n",
         "{f}:4: train.step: unknown key (expected one of: steps, grad_accum_steps, seed, device,"
-        " stop_after_step, preempt_signals)",
+        " stop_after_step, preempt_signals, stop_vote_every_s)",
     ),
     "not one of the choices": (
         MINIMAL + "optim:\n  name: adam\n",

@@ -7,10 +7,12 @@ import re
 import signal
 from pathlib import Path
 
+import pytest
 import torch
 
 from tests.train.launch import SMALL_MLP, TINY_LM, Launcher, wait_for
 from train.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint
+from train.loop import steps_between_votes
 
 RESUMED = re.compile(r"^resumed from step (\d+) \(", re.MULTILINE)
 
@@ -248,3 +250,78 @@ def test_resume_on_another_world_size_maps_the_data_position(launcher: Launcher)
     ) in second.stdout
     assert RESUMED.findall(second.stdout) == ["4"]
     assert second.stdout.count("\nstep ") == 4
+
+
+def _worker_pids(parent: int) -> dict[int, int]:
+    """rank -> pid of the trainer processes torchrun `parent` started (from /proc)."""
+    found: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid != parent:
+            continue
+        for item in environ:
+            if item.startswith(b"RANK="):
+                found[int(item[5:])] = int(entry.name)
+    return found
+
+
+def test_signal_to_one_rank_stops_both_at_a_vote_between_steps(launcher: Launcher) -> None:
+    """Fast steps, rare log lines: the ranks vote every N steps (N > 1 from the timed steps),
+    and a signal that reaches rank 1 only still stops both ranks after the same vote step."""
+    overrides = (
+        "logging.every_steps=100000",
+        "data.args={samples: 1024}",
+        "train.steps=1000000",
+        "checkpoint.every_steps=0",
+        "train.stop_vote_every_s=0.2",
+    )
+    process, run_dir = launcher.start("cadence", "mlp", overrides, nproc=2)
+    log0, log1 = run_dir / "rank-0.log", run_dir / "rank-1.log"
+    try:
+        assert wait_for(lambda: log1.exists() and "stop votes every" in log1.read_text(), 120)
+        pids = _worker_pids(process.pid)
+        assert sorted(pids) == [0, 1], pids
+        os.kill(pids[1], signal.SIGUSR2)
+        process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    text0, text1 = log0.read_text(), log1.read_text()
+    cadence = re.search(r"stop votes every (\d+) step\(s\): ([\d.]+) ms per step", text0)
+    assert cadence, text0[-1500:]
+    every, step_ms = int(cadence[1]), float(cadence[2])
+    # about 0.2 s of steps (the log rounds the step time to 0.1 ms)
+    assert 1 < every <= 1000, cadence[0]
+    assert int(200 / (step_ms + 0.05)) <= every <= int(200 / max(step_ms - 0.05, 0.01)), cadence[0]
+    assert f"stop votes every {every} step(s)" in text1  # the same on both ranks
+    # rank 0 writes the marker: it stops for its peer's signal
+    marker = re.match(
+        r"step (\d+) preempted by a signal on another rank\n$",
+        (run_dir / "requeue-requested").read_text(),
+    )
+    assert marker
+    step = int(marker[1])
+    assert step % every == 0, (step, every)
+    assert f"stopped after step {step} (preempted by a signal on another rank)" in text0
+    assert f"stopped after step {step} (preempted by SIGUSR2)" in text1
+    assert [s for s, _ in list_checkpoints(run_dir / "checkpoints")] == [step]
+
+
+@pytest.mark.parametrize(
+    ("step_s", "every_s", "expected"),
+    [
+        (0.005, 0.25, 50),  # fast steps: a vote every 50
+        (0.3, 0.25, 1),  # a step longer than the interval: every step
+        (0.0001, 0.25, 1000),  # capped
+        (0.005, 0.0, 1),  # 0 turns the cadence off
+        (0.0, 0.25, 1),  # no time measured: every step
+    ],
+)
+def test_steps_between_votes(step_s: float, every_s: float, expected: int) -> None:
+    assert steps_between_votes(step_s, every_s, 1000) == expected
