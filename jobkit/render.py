@@ -291,8 +291,8 @@ def _environment(template_dir: Path | None) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         auto_reload=False,
-        bytecode_cache=bytecode_cache(),
     )
+    env.bytecode_cache = bytecode_cache(env)
     env.filters.update(
         q=quote,
         qpath=quote_path,

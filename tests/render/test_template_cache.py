@@ -5,10 +5,11 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
+import jinja2
 import pytest
 
-from jobkit.render import render
-from jobkit.template_cache import CACHE_ENV, bytecode_cache, cache_dir
+from jobkit.render import _environment, render
+from jobkit.template_cache import CACHE_ENV, bytecode_cache, cache_dir, settings_fingerprint
 from tests.render.helpers import EXAMPLES_DIR, spec_file, spec_from
 
 BASE = {"name": "site", "backend": "slurm", "run": {"command": ["hostname"]}}
@@ -91,7 +92,7 @@ def test_cache_on_a_full_or_missing_disk_still_renders(
     blocker = tmp_path / "file"
     blocker.write_text("")
     monkeypatch.setenv(CACHE_ENV, str(blocker / "templates"))
-    assert bytecode_cache() is None
+    assert bytecode_cache(jinja2.Environment()) is None
     spec = spec_file(EXAMPLES_DIR / "slurm-2node.yaml")
     assert render(spec) == _render_without_cache(monkeypatch, spec)
 
@@ -99,11 +100,11 @@ def test_cache_on_a_full_or_missing_disk_still_renders(
 def test_folder_others_may_write_is_not_used(cache: Path) -> None:
     cache.mkdir(parents=True)
     cache.chmod(0o777)
-    assert bytecode_cache() is None
+    assert bytecode_cache(jinja2.Environment()) is None
     cache.chmod(0o720)
-    assert bytecode_cache() is None
+    assert bytecode_cache(jinja2.Environment()) is None
     cache.chmod(0o700)
-    assert bytecode_cache() is not None
+    assert bytecode_cache(jinja2.Environment()) is not None
 
 
 def test_symlinked_folder_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,7 +113,7 @@ def test_symlinked_folder_is_not_used(tmp_path: Path, monkeypatch: pytest.Monkey
     link = tmp_path / "link"
     link.symlink_to(real)
     monkeypatch.setenv(CACHE_ENV, str(link))
-    assert bytecode_cache() is None
+    assert bytecode_cache(jinja2.Environment()) is None
 
 
 @pytest.mark.parametrize("value", ["off", "OFF", "0", "no", "false"])
@@ -127,3 +128,23 @@ def test_default_folder_follows_xdg_then_home() -> None:
     )
     assert cache_dir({"HOME": "/h"}) == Path("/h/.cache/jobkit/templates")
     assert cache_dir({CACHE_ENV: "/x", "XDG_CACHE_HOME": "/c"}) == Path("/x")
+
+
+def test_entries_are_named_for_the_environment_settings(cache: Path) -> None:
+    """Code compiled under other settings (another jobkit, other whitespace rules) is never
+    loaded: the settings' fingerprint is part of every entry's name."""
+    render(spec_file(EXAMPLES_DIR / "slurm-2node.yaml"))
+    fingerprint = settings_fingerprint(_environment(None))
+    names = [entry.name for entry in cache.iterdir()]
+    assert names and all(name.startswith(f"__jobkit_{fingerprint}_") for name in names)
+    assert settings_fingerprint(_environment(None)) == fingerprint  # stable
+    for change in (
+        {"trim_blocks": False},
+        {"lstrip_blocks": False},
+        {"keep_trailing_newline": False},
+    ):
+        other = _environment(None)
+        for key, value in change.items():
+            setattr(other, key, value)
+        assert settings_fingerprint(other) != fingerprint, change
+    assert settings_fingerprint(jinja2.Environment()) != fingerprint
