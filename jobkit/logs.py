@@ -25,6 +25,8 @@ _BATCH_LINES = 4096
 """Lines per batch at most (bounded memory when a large file is read in one pass)."""
 _MAX_PARTIAL = 1 << 20
 """A line without a newline longer than this is printed as it is (bounded memory)."""
+_SEEN_BYTES = 256
+"""Bytes before the read offset checked at each look, to tell a rewritten file from an append."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,12 @@ def _decode(raw: bytes) -> str:
 
 
 class _OpenFile:
-    """One followed file: its descriptor, identity, read offset and unfinished last line."""
+    """One followed file: its descriptor, identity, read offset and unfinished last line.
+
+    `seen` holds the last bytes read (up to _SEEN_BYTES, ending at the offset): if they are
+    no longer there, the file was rewritten (truncated, then written past the offset before
+    this follower looked again) and is read again from its top.
+    """
 
     def __init__(self, source: LogSource) -> None:
         self.path = source.path
@@ -80,6 +87,7 @@ class _OpenFile:
         self.identity: tuple[int, int] | None = None
         self.offset = 0
         self.partial = b""
+        self.seen = b""
 
     def close(self) -> None:
         if self.fd is not None:
@@ -96,7 +104,16 @@ class _OpenFile:
         self.identity = (st.st_dev, st.st_ino)
         self.offset = self.start if self.start <= st.st_size else 0
         self.start = 0  # a file that is replaced later is read from its top
+        first = max(0, self.offset - _SEEN_BYTES)
+        self.seen = os.pread(fd, self.offset - first, first) if self.offset else b""
         return True
+
+    def _rewritten(self) -> bool:
+        """True when the bytes just before the offset are not the ones read there."""
+        assert self.fd is not None
+        if not self.seen:
+            return False
+        return os.pread(self.fd, len(self.seen), self.offset - len(self.seen)) != self.seen
 
     def _flush_partial(self) -> Iterator[LogLine]:
         if self.partial:
@@ -110,6 +127,7 @@ class _OpenFile:
             if not data:
                 return
             self.offset += len(data)
+            self.seen = (self.seen + data[-_SEEN_BYTES:])[-_SEEN_BYTES:]
             pieces = (self.partial + data).split(b"\n")
             self.partial = pieces.pop()
             for piece in pieces:
@@ -136,10 +154,12 @@ class _OpenFile:
             self.close()
             if not self._open():
                 return
-        elif os.fstat(self.fd).st_size < self.offset:
-            # Truncated in place: what was pending belongs to the old content.
+        elif os.fstat(self.fd).st_size < self.offset or self._rewritten():
+            # Truncated in place (and maybe written past the offset since): what was pending
+            # belongs to the old content.
             yield from self._flush_partial()
             self.offset = 0
+            self.seen = b""
         yield from self._read_to_end()
 
     def finish(self) -> Iterator[LogLine]:

@@ -102,6 +102,39 @@ def test_a_truncated_file_is_read_again_from_its_top(tmp_path: Path, use_inotify
     assert got == [f"old-{i}" for i in range(200)] + [f"new-{i}" for i in range(20)]
 
 
+def test_truncated_and_regrown_between_two_looks_is_read_from_its_top(
+    tmp_path: Path, use_inotify: bool
+) -> None:
+    """Rewritten past the old read offset while the follower was not looking: the size never
+    went down, yet the new content is read from its top (the bytes before the offset
+    changed), none of it lost."""
+    path = tmp_path / "job.out"
+    path.write_text("".join(f"old-{i}\n" for i in range(100)))
+    done: list[bool] = []
+    stream = follow([LogSource(path)], lambda: bool(done), timing=FAST, use_inotify=use_inotify)
+    got = [next(stream).text for _ in range(100)]
+    # The follower is suspended between two looks: truncate, then write more than before.
+    path.write_text("".join(f"new-{i}\n" for i in range(300)))
+    done.append(True)
+    got += texts(stream)
+    assert got == [f"old-{i}" for i in range(100)] + [f"new-{i}" for i in range(300)]
+
+
+def test_appends_with_the_same_bytes_are_still_appends(tmp_path: Path, use_inotify: bool) -> None:
+    """The check reads what is before the offset, not what follows: repeated identical lines
+    appended to a file are printed once each, never read again from the top."""
+    path = tmp_path / "job.out"
+    path.write_text("same line\n" * 50)
+    done: list[bool] = []
+    stream = follow([LogSource(path)], lambda: bool(done), timing=FAST, use_inotify=use_inotify)
+    got = [next(stream).text for _ in range(50)]
+    with path.open("a") as handle:
+        handle.write("same line\n" * 70)
+    done.append(True)
+    got += texts(stream)
+    assert got == ["same line"] * 120
+
+
 def test_a_replaced_file_is_drained_then_the_new_one_read(
     tmp_path: Path, use_inotify: bool
 ) -> None:

@@ -187,8 +187,8 @@ def test_repeated_truncation_starts_again_each_time(
 ) -> None:
     """A program that reopens its log with mode "w" five times: each generation is read
     from its top, none lost, none twice (each truncation is followed by a pause longer than
-    the poll interval: a truncate-and-regrow between two reads cannot be told apart from
-    an append, see docs/reliability.md)."""
+    the poll interval; a rewrite past the read offset between two looks is tested in
+    tests/logs/test_follow.py)."""
     target = tmp_path / "job.out"
     script = (
         "import sys, time\n"
