@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from jobkit.backends import BackendUnavailable, get_backend
 from jobkit.backends.base import Observation
@@ -123,7 +123,7 @@ def refresh(
     polled = sum(len(g) for g in groups.values())
     if not polled:
         return RefreshResult(list(records), failures, 0)
-    fresh = [replace(r, **changed[r.jobkit_id]) if r.jobkit_id in changed else r for r in records]
+    fresh = [r.with_columns(changed[r.jobkit_id]) if r.jobkit_id in changed else r for r in records]
     return RefreshResult(fresh, failures, polled)
 
 

@@ -61,6 +61,72 @@ def test_newer_schema_is_refused(jobkit_home: Path) -> None:
         Store()
 
 
+def test_a_schema_1_registry_is_migrated_with_its_jobs(jobkit_home: Path) -> None:
+    """A registry written by a jobkit with schema 1 (spec and script in the jobs row)."""
+    from jobkit.store import _MIGRATIONS
+
+    jobkit_home.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(jobkit_home / "jobkit.db")
+    conn.executescript(_MIGRATIONS[1])
+    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    conn.execute("INSERT INTO schema_version (version) VALUES (1)")
+    conn.execute(
+        "INSERT INTO jobs (jobkit_id, backend, scheduler_id, name, spec_json, script,"
+        " created_at, workdir, job_dir, token, state)"
+        " VALUES ('jkold01', 'slurm', '42', 'old', '{\"name\": \"old\"}', '#!/bin/bash\n',"
+        " 1.0, '/w', '/j', 'tok', 'QUEUED')"
+    )
+    conn.commit()
+    conn.close()
+    with Store() as store:
+        old = store.get("jkold01")
+        assert (old.spec_json, old.script, old.scheduler_id) == (
+            '{"name": "old"}',
+            "#!/bin/bash\n",
+            "42",
+        )
+        assert [r.jobkit_id for r in store.find("42")] == ["jkold01"]
+        new = _intent(store)
+        assert store.get(new.jobkit_id).script == "#!/bin/bash\necho hi\n"
+        assert [r.jobkit_id for r in store.list_jobs(recent_final_s=None)] == [
+            new.jobkit_id,
+            "jkold01",
+        ]
+    conn = sqlite3.connect(jobkit_home / "jobkit.db")
+    assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION
+    # The jobs rows no longer carry the texts: a state update does not rewrite them.
+    assert conn.execute("SELECT DISTINCT spec_json || script FROM jobs").fetchall() == [("",)]
+    conn.close()
+
+
+def test_state_updates_leave_the_spec_and_script_alone(jobkit_home: Path) -> None:
+    with Store() as store:
+        job = _intent(store)
+        store.mark_submitted(job.jobkit_id, scheduler_id="7", argv=["sbatch"], log_paths={})
+        store.record_observations(
+            {job.jobkit_id: Observation(state=State.RUNNING, raw_state="RUNNING", source="squeue")}
+        )
+        again = store.get(job.jobkit_id)
+        assert (again.state, again.script, again.spec) == (
+            State.RUNNING.value,
+            job.script,
+            job.spec,
+        )
+
+
+def test_with_columns_is_replace(jobkit_home: Path) -> None:
+    with Store() as store:
+        job = _intent(store)
+        assert job.spec == {"name": "train", "backend": "slurm"}  # decoded and cached
+        columns = {"state": "RUNNING", "nodes": "n1", "exit_code": None}
+        assert job.with_columns(columns) == replace(job, **columns)
+        assert job.state == SUBMITTING  # the original is untouched
+        other = job.with_columns({"spec_json": '{"name": "other"}'})
+        assert other.spec == {"name": "other"}  # not the cached spec of the old JSON
+        with pytest.raises(TypeError, match="no field 'no_such'"):
+            job.with_columns({"no_such": 1})
+
+
 def test_ids_are_short_and_never_numeric() -> None:
     ids = {new_jobkit_id() for _ in range(2000)}
     assert len(ids) > 1990  # 36**5 possibilities; the registry retries a collision
