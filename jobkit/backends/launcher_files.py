@@ -256,3 +256,21 @@ def stop_launchers(jobs: Sequence[TrackedJob], grace_s: float) -> list[TrackedJo
             ["kill"], None, "", "", reason=f"launched on another machine: {where}; cancel there"
         )
     return running
+
+
+class LauncherJobs:
+    """What the local and ssh backends share: both run a launcher on this machine, so a
+    job's files, its adoption after a lost `jobkit submit` and its state come from here."""
+
+    def find_launched(self, requests: Mapping[str, SubmitRequest]) -> dict[str, str]:
+        """token -> job id of the launchers that started (see find_launched)."""
+        return find_launched(requests)
+
+    @staticmethod
+    def log_paths(request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
+        """The job's .out/.err and run folder (the scheduler id is the jobkit id)."""
+        return job_files(request.spec, scheduler_id, request.workdir).as_log_paths()
+
+    def poll(self, jobs: Sequence[TrackedJob]) -> dict[str, Observation]:
+        """Each job's state from its launcher process and exit-code file (no command run)."""
+        return {job.scheduler_id: observe(job) for job in jobs}

@@ -6,10 +6,10 @@ files are `{logs.dir}/{name}-{jobkit id}.out|.err` and `{logs.dir}/{name}-{jobki
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from jobkit.backends import launcher_files
-from jobkit.backends.base import Observation, SubmitRequest, Submitted, TrackedJob
+from jobkit.backends.base import SubmitRequest, Submitted, TrackedJob
 
 DEFAULT_GRACE_S = 75.0
 """Seconds between SIGTERM to the launcher and SIGKILL to what is left: more than the
@@ -17,7 +17,7 @@ launcher's own grace for stopping torchrun in order (JOBKIT_STOP_GRACE_S, 60 s),
 can write their checkpoint. Cancel returns as soon as everything has stopped."""
 
 
-class LocalBackend:
+class LocalBackend(launcher_files.LauncherJobs):
     """Runs `bash <script>` in its own session; state from its pid and exit-code file."""
 
     name = "local"
@@ -48,22 +48,9 @@ class LocalBackend:
 
     # -- adoption of launchers whose `jobkit submit` stopped before recording them --------
 
-    def find_launched(self, requests: Mapping[str, SubmitRequest]) -> dict[str, str]:
-        """token -> job id of the launchers that started (see launcher_files)."""
-        return launcher_files.find_launched(requests)
-
-    @staticmethod
-    def log_paths(request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
-        """The job's .out/.err and run folder (the scheduler id is the jobkit id)."""
-        return launcher_files.job_files(request.spec, scheduler_id, request.workdir).as_log_paths()
-
     def submit_extra(self, request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
         """What `submit` would have recorded, read back from the run folder and /proc."""
         return launcher_files.adopted_extra(request)
-
-    def poll(self, jobs: Sequence[TrackedJob]) -> dict[str, Observation]:
-        """Each job's state from its launcher process and exit-code file (no command run)."""
-        return {job.scheduler_id: launcher_files.observe(job) for job in jobs}
 
     def cancel(self, jobs: Sequence[TrackedJob]) -> None:
         """SIGTERM each launcher's process group, SIGKILL after the grace period."""

@@ -13,11 +13,11 @@ import json
 import re
 import shlex
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from jobkit.backends import launcher_files
-from jobkit.backends.base import Observation, SubmitRequest, Submitted, TrackedJob
+from jobkit.backends.base import SubmitRequest, Submitted, TrackedJob
 from jobkit.errors import SchedulerError
 from jobkit.schema import Ssh
 
@@ -141,7 +141,7 @@ def _reach(request: SubmitRequest) -> dict[str, str]:
     }
 
 
-class SshBackend:
+class SshBackend(launcher_files.LauncherJobs):
     """Runs the launcher here, detached; it reaches the hosts in `ssh.hosts` over ssh."""
 
     name = "ssh"
@@ -180,22 +180,9 @@ class SshBackend:
 
     # -- adoption of launchers whose `jobkit submit` stopped before recording them --------
 
-    def find_launched(self, requests: Mapping[str, SubmitRequest]) -> dict[str, str]:
-        """token -> job id of the launchers that started (see launcher_files)."""
-        return launcher_files.find_launched(requests)
-
-    @staticmethod
-    def log_paths(request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
-        """The job's .out/.err and run folder (the scheduler id is the jobkit id)."""
-        return launcher_files.job_files(request.spec, scheduler_id, request.workdir).as_log_paths()
-
     def submit_extra(self, request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
         """What `submit` would have recorded, read back from the run folder and /proc."""
         return {**launcher_files.adopted_extra(request), **_reach(request)}
-
-    def poll(self, jobs: Sequence[TrackedJob]) -> dict[str, Observation]:
-        """Each job's state from its launcher process and exit-code file (no ssh needed)."""
-        return {job.scheduler_id: launcher_files.observe(job) for job in jobs}
 
     def cancel(self, jobs: Sequence[TrackedJob]) -> None:
         """Stop the launchers, then make sure nothing of the jobs is left on any host."""
