@@ -1,8 +1,10 @@
-"""Where jobkit's bundled files are: the wheel ships them inside the package, a source
-checkout keeps them at the repository root."""
+"""Where jobkit's files are: its bundled templates (inside the package in a wheel, at the
+repository root in a checkout) and the user's XDG folders."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from jobkit.errors import JobkitError
@@ -20,7 +22,17 @@ def templates_dir() -> Path:
     raise JobkitError(f"jobkit's templates are missing (looked in {looked}); reinstall jobkit")
 
 
-def home_or_none() -> str | None:
+def xdg_dir(environ: Mapping[str, str], variable: str, default: str, *parts: str) -> Path | None:
+    """$VARIABLE/parts (an absolute XDG base folder), else ~/default/parts; None without a
+    home. XDG says a relative value is to be ignored."""
+    base = environ.get(variable, "")
+    if base and os.path.isabs(base):
+        return Path(base, *parts)
+    home = environ.get("HOME") or _home_or_none()
+    return Path(home, default, *parts) if home else None
+
+
+def _home_or_none() -> str | None:
     """The user's home folder, or None where there is none (no HOME, no passwd entry)."""
     try:
         return str(Path.home())

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from jobkit.paths import home_or_none
+from jobkit.paths import xdg_dir
 
 PROFILE_SUFFIXES = (".yaml", ".yml")
 PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -33,11 +33,7 @@ def profile_search_path(environ: Mapping[str, str] | None = None) -> list[Path]:
 
 def user_profile_dir(environ: Mapping[str, str]) -> Path | None:
     """$XDG_CONFIG_HOME/jobkit/profiles, or ~/.config/jobkit/profiles (None without a home)."""
-    config = environ.get("XDG_CONFIG_HOME", "")
-    if config and os.path.isabs(config):
-        return Path(config) / "jobkit" / "profiles"
-    home = environ.get("HOME") or home_or_none()
-    return Path(home) / ".config" / "jobkit" / "profiles" if home else None
+    return xdg_dir(environ, "XDG_CONFIG_HOME", ".config", "jobkit", "profiles")
 
 
 def available_profiles(search: Sequence[Path]) -> dict[str, Path]:

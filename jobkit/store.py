@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field, fields
-from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -220,7 +219,7 @@ class JobRecord:
         fresh.__dict__.update(state)  # frozen: fill the instance dict, not through setattr
         return fresh
 
-    @cached_property
+    @functools.cached_property
     def spec(self) -> dict[str, Any]:
         """The spec after layering (decoded on first use: listings of thousands of jobs
         never need it)."""

@@ -26,7 +26,7 @@ import jinja2
 from jinja2.bccache import Bucket
 
 from jobkit import __version__
-from jobkit.paths import home_or_none
+from jobkit.paths import xdg_dir
 
 CACHE_ENV = "JOBKIT_TEMPLATE_CACHE"
 OFF_VALUES = frozenset({"off", "0", "no", "false"})
@@ -57,11 +57,7 @@ def cache_dir(environ: Mapping[str, str] | None = None) -> Path | None:
         return None
     if chosen:
         return Path(chosen).expanduser()
-    cache_home = env.get("XDG_CACHE_HOME", "")
-    if cache_home and os.path.isabs(cache_home):
-        return Path(cache_home) / "jobkit" / "templates"
-    home = env.get("HOME") or home_or_none()
-    return Path(home) / ".cache" / "jobkit" / "templates" if home else None
+    return xdg_dir(env, "XDG_CACHE_HOME", ".cache", "jobkit", "templates")
 
 
 def bytecode_cache(

@@ -85,8 +85,8 @@ class Votes:
 
 
 class StepVotes:
-    """The per-step all-reduce of (stop flag, loss), started after a step and read at the
-    next one: it overlaps that step instead of holding every rank at a barrier.
+    """The all-reduce of (stop flag, loss), started after a voting step and read at the next
+    one (VoteCadence): it overlaps training instead of holding every rank at a barrier.
 
     `collect()` returns the pending votes (waiting for them) or None when none is pending.
     """
