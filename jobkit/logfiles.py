@@ -83,6 +83,9 @@ class Selection:
     note: str | None = None
     rank_host_pending: bool = False
     """The rank's host is not noted yet: select again once the job has started."""
+    optional: tuple[Path, ...] = ()
+    """Files that may well not exist (a job's .err, rank 0's file before it starts or when
+    the job failed before its program ran): their absence is not worth a word."""
 
 
 def _path(run_dir: Path, kind: str, n: int) -> Path:
@@ -111,11 +114,12 @@ def select_files(
         raise UsageError("give --rank N or --all-ranks, not both")
     if stderr and (rank is not None or all_ranks):
         raise UsageError("--stderr shows the job's .err file; per-rank files have none")
+    if stderr:
+        if not log_paths.get("err"):
+            raise JobkitError("no err log path is recorded for this job")
+        return Selection([LogSource(Path(log_paths["err"]))])
     if rank is None and not all_ranks:
-        key = "err" if stderr else "out"
-        if not log_paths.get(key):
-            raise JobkitError(f"no {key} log path is recorded for this job")
-        return Selection([LogSource(Path(log_paths[key]))])
+        return job_view(log_paths, spec, extra)
     if not log_paths.get("run_dir"):
         raise JobkitError("no run folder is recorded for this job (per-rank files live there)")
     run_dir = Path(log_paths["run_dir"])
@@ -143,6 +147,63 @@ def select_files(
     return Selection(
         [LogSource(_path(run_dir, kind, n), f"{word} {n}") for n in range(count[kind])]
     )
+
+
+def job_view(
+    log_paths: Mapping[str, str], spec: Mapping[str, Any], extra: Mapping[str, Any]
+) -> Selection:
+    """What `jobkit logs ID` and `submit --wait` show by default: rank 0's program output and
+    the job's own output (.out, and .err prefixed `[err]`), merged as they come when followed,
+    and a note saying where the other ranks' files are.
+
+    Rank 0's output is the file that holds its stdout and stderr: with one torchrun per host,
+    the node-N.out of the host that runs rank 0 (every host's file while that is not known
+    yet: c10d numbers the hosts as the job starts); with one task per process, rank-0.out.
+    mpirun and submitit put rank 0's output in the job's .out itself.
+    """
+    if not log_paths.get("out"):
+        raise JobkitError("no out log path is recorded for this job")
+    out = log_paths["out"]
+    sources = [LogSource(Path(out))]
+    err = log_paths.get("err")
+    if err and err != out:
+        sources.append(LogSource(Path(err), "err"))
+    run_dir_text = log_paths.get("run_dir")
+    layout = Layout.from_spec(spec)
+    optional = tuple(source.path for source in sources[1:])
+    if not run_dir_text or extra.get("rank_file") or layout.launcher == "mpirun":
+        return Selection(sources, optional=optional)
+    run_dir = Path(run_dir_text)
+    note = None
+    if layout.launcher == "srun":
+        program = [LogSource(_path(run_dir, RANK_OUT, 0))]
+    else:
+        host = rank_host(run_dir, 0)
+        if host is None and not layout.static_hosts:
+            program = [
+                LogSource(_path(run_dir, NODE_OUT, n), f"node {n}") for n in range(layout.nodes)
+            ]
+            note = "which host runs rank 0 is not known yet: showing every host's output"
+        else:
+            program = [LogSource(_path(run_dir, NODE_OUT, host or 0))]
+    if note is None:
+        others = _other_ranks(run_dir, layout)
+        note = f"rank 0's output is in {program[0].path}" + (f"; {others}" if others else "")
+    optional += tuple(source.path for source in program)
+    # Printed in this order without -f: the program's output, then the job's own lines.
+    return Selection(program + sources, note, optional=optional)
+
+
+def _other_ranks(run_dir: Path, layout: Layout) -> str | None:
+    """`other ranks: DIR/rank-{1..3}.log (jobkit logs ID --rank N, --all-ranks)`."""
+    if layout.world_size < 2:
+        return None
+    kind = RANK_LOG if layout.bundled_trainer else layout.kinds()[0]
+    if kind == NODE_OUT and layout.nodes < 2:
+        return None
+    last = layout.nodes - 1 if kind == NODE_OUT else layout.world_size - 1
+    span = "1" if last == 1 else f"{{1..{last}}}"
+    return f"other ranks: {run_dir}/{kind.format(n=span)} (--rank N, --all-ranks)"
 
 
 def _label(word: str, n: int, labelled: bool) -> str | None:

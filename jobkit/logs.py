@@ -37,8 +37,18 @@ class LogLine:
     text: str
 
     def render(self) -> str:
-        """The line as printed: `[label] text` when labelled, else the text."""
-        return f"[{self.label}] {self.text}" if self.label else self.text
+        """The line as printed: `[label] text` when labelled, else the text.
+
+        A line that already names its label after a first word (the bundled trainer's
+        `TIME rank 0: message`) is not prefixed twice: `[rank 0] TIME message`.
+        """
+        if not self.label:
+            return self.text
+        first, sep, rest = self.text.partition(" ")
+        named = f"{self.label}: "
+        if sep and rest.startswith(named):
+            return f"[{self.label}] {first} {rest[len(named) :]}"
+        return f"[{self.label}] {self.text}"
 
 
 @dataclass(frozen=True)

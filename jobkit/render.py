@@ -17,6 +17,7 @@ import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from jobkit.errors import JobkitError, SpecError
+from jobkit.interpreter import Interpreter, choose_interpreter
 from jobkit.paths import templates_dir
 from jobkit.schema import JobSpec
 from jobkit.template_cache import bytecode_cache
@@ -61,10 +62,13 @@ class TemplateError(JobkitError):
     exit_code = 2
 
 
-def render(spec: JobSpec, template_dir: Path | None = None) -> str:
+def render(
+    spec: JobSpec, template_dir: Path | None = None, interpreter: Interpreter | None = None
+) -> str:
     """The script for `spec.backend` ('' for submitit, which renders no script).
 
-    `template_dir` (a site's templates) is searched before the built-in ones.
+    `template_dir` (a site's templates) is searched before the built-in ones; `interpreter`
+    is env.python's choice (default: chosen from this process's environment).
     """
     name = TEMPLATE_FOR_BACKEND.get(spec.backend)
     if name is None:
@@ -73,7 +77,7 @@ def render(spec: JobSpec, template_dir: Path | None = None) -> str:
     env = _environment(template_dir)
     try:
         template = env.get_template(name)
-        script = template.render(template_context(spec))
+        script = template.render(template_context(spec, interpreter))
     except JobkitError:
         raise
     except jinja2.TemplateSyntaxError as err:
@@ -89,9 +93,10 @@ def render(spec: JobSpec, template_dir: Path | None = None) -> str:
     return script
 
 
-def template_context(spec: JobSpec) -> dict[str, Any]:
+def template_context(spec: JobSpec, interpreter: Interpreter | None = None) -> dict[str, Any]:
     """The variables every template sees (documented in docs/templates.md)."""
     local = spec.backend == "local"
+    chosen = interpreter or choose_interpreter(spec.env)
     return {
         "spec": spec.model_copy(deep=True),
         "backend": spec.backend,
@@ -101,19 +106,23 @@ def template_context(spec: JobSpec) -> dict[str, Any]:
         "procs_per_node": spec.procs_per_node,
         "tasks_per_node": spec.tasks_per_node,
         "world_size": spec.world_size,
-        "program": program_argv(spec),
+        "program": program_argv(spec, chosen),
+        "interpreter": chosen,
         "exports": env_exports(spec),
         "requeue_exit_code": REQUEUE_EXIT_CODE,
     }
 
 
-def program_argv(spec: JobSpec) -> list[str]:
-    """What every process runs: the user's command, or the bundled trainer."""
+def program_argv(spec: JobSpec, interpreter: Interpreter | None = None) -> list[str]:
+    """What every process runs: the user's command, or the bundled trainer (with run.python,
+    else env.python's interpreter, else python3)."""
     run = spec.run
     if run.command is not None:
         return list(run.command)
     assert run.train is not None  # the schema demands exactly one of train / command
-    argv = [run.python, "-m", "train", "--config", run.train.config]
+    chosen = interpreter or choose_interpreter(spec.env)
+    python = run.python or chosen.path or "python3"
+    argv = [python, "-m", "train", "--config", run.train.config]
     for key, value in run.train.overrides.items():
         argv += ["--set", f"{key}={shell_word(value)}"]
     return argv

@@ -126,6 +126,18 @@ def _host(value: str) -> str:
 HostName = Annotated[str, AfterValidator(_host)]
 
 
+def _python_choice(value: str) -> str:
+    if value in ("auto", "system") or value.startswith(("/", "~/")):
+        return value
+    raise ValueError(
+        f"must be auto, system or an absolute path to a python (got {value!r}; a path relative"
+        " to where you submit would not mean the same on the compute nodes)"
+    )
+
+
+PythonChoice = Annotated[NonEmptySafeStr, AfterValidator(_python_choice)]
+
+
 class StrictModel(BaseModel):
     """Unknown keys are errors; values are validated on assignment too.
 
@@ -211,6 +223,15 @@ class Env(StrictModel):
     modules: StrList = Field(default_factory=list, description="`module load` these, in order.")
     conda: SafeStr | None = Field(None, description="Conda environment name or prefix.")
     venv: SafeStr | None = Field(None, description="Python venv folder to activate.")
+    python: PythonChoice = Field(
+        "auto",
+        description="The Python the job runs with. auto: without env.venv or env.conda, the"
+        " environment jobkit runs from (the active virtualenv or conda env, else jobkit's own"
+        " interpreter), written into the script as an absolute path whose bin/ goes first on"
+        " PATH (so torchrun and python come from it); system: whatever PATH finds on the node;"
+        " or an absolute path to a python. On a cluster the path must exist on the compute"
+        " nodes (a shared file system).",
+    )
     setup: StrList = Field(
         default_factory=list,
         description="Shell lines run before launch. The one field rendered as code, unquoted.",
@@ -275,7 +296,10 @@ class Run(StrictModel):
     command: Argv | None = Field(
         None, description="Your own program and arguments: a string (split like a shell) or list."
     )
-    python: NonEmptySafeStr = Field("python3", description="Interpreter for the bundled trainer.")
+    python: NonEmptySafeStr | None = Field(
+        None,
+        description="Interpreter for the bundled trainer (default: env.python's, else python3).",
+    )
     workdir: SafeStr | None = Field(None, description="cd here before launching.")
 
     @model_validator(mode="after")

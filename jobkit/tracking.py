@@ -12,10 +12,11 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from jobkit.backends import BackendUnavailable, get_backend
 from jobkit.backends.base import Observation
+from jobkit.backends.exit_file import read_failure_note
 from jobkit.errors import JobkitError, SchedulerError
 from jobkit.states import State
 from jobkit.store import JobRecord, Store
@@ -111,7 +112,7 @@ def refresh(
             obs = answer.get(record.scheduler_id or "")
             if obs is not None:
                 if not _forgets_a_known_end(record, obs):
-                    observations[record.jobkit_id] = obs
+                    observations[record.jobkit_id] = _with_failure_note(record, obs)
             elif _is_missing(record, at):
                 observations[record.jobkit_id] = Observation(
                     state=State.UNKNOWN,
@@ -125,6 +126,16 @@ def refresh(
         return RefreshResult(list(records), failures, 0)
     fresh = [r.with_columns(changed[r.jobkit_id]) if r.jobkit_id in changed else r for r in records]
     return RefreshResult(fresh, failures, polled)
+
+
+def _with_failure_note(record: JobRecord, obs: Observation) -> Observation:
+    """A failed job whose script left a `failure` note in its run folder (a missing venv...)
+    gets that line as its reason: it says more than the scheduler's state."""
+    if obs.state is not State.FAILED or record.is_array:
+        return obs
+    run_dir = record.log_paths.get("run_dir") or record.extra.get("run_dir")
+    note = read_failure_note(run_dir)
+    return replace(obs, reason=note) if note else obs
 
 
 def _forgets_a_known_end(record: JobRecord, obs: Observation) -> bool:

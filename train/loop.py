@@ -425,7 +425,10 @@ class Trainer:
         strategy = self._resolve_strategy()
         self.amp_dtype, use_scaler = self._resolve_amp()
         if env.is_main:
-            log.info(f"config: {self.loaded.path}\n{self.loaded.dump().rstrip()}")
+            log.info(
+                f"config: {self.loaded.path}\n{self.loaded.dump().rstrip()}",
+                console=f"config: {self.loaded.path} (in full in {log.path})",
+            )
             if self.paths.marker is not None and self.paths.marker.exists():
                 self.paths.marker.unlink()
                 log.info(f"removed the previous run's {self.paths.marker}")

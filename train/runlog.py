@@ -32,10 +32,15 @@ class RunLog:
     def _stamp(self) -> str:
         return time.strftime("%Y-%m-%dT%H:%M:%S")
 
-    def info(self, message: str, *, all_ranks: bool = False) -> None:
-        """A line in this rank's log; on the console from rank 0 (or every rank if asked)."""
+    def info(self, message: str, *, all_ranks: bool = False, console: str | None = None) -> None:
+        """A line in this rank's log; on the console from rank 0 (or every rank if asked).
+
+        `console` replaces the message on the console (a long dump stays in the file only).
+        """
         for line in message.splitlines() or [""]:
             self._file.write(f"{self._stamp()} rank {self.rank}: {line}\n")
+        if console is not None:
+            message = console
         if self.is_main or all_ranks:
             prefix = "" if self.is_main else f"[rank {self.rank}] "
             for line in message.splitlines() or [""]:

@@ -16,3 +16,21 @@ def read_exit_file(run_dir: str | Path | None) -> int | None:
     except (OSError, UnicodeDecodeError):
         return None
     return int(text) if text.lstrip("-").isdigit() else None
+
+
+FAILURE_FILE = "failure"
+"""One line the script leaves in the run folder when it stops the job before the program
+runs (templates/common/env.sh.j2: a missing venv, conda or interpreter)."""
+_FAILURE_MAX_CHARS = 500
+
+
+def read_failure_note(run_dir: str | Path | None) -> str | None:
+    """The first line of `<run_dir>/failure` (at most 500 characters), or None."""
+    if not run_dir:
+        return None
+    try:
+        with open(Path(run_dir) / FAILURE_FILE, encoding="utf-8", errors="replace") as stream:
+            line = stream.readline(_FAILURE_MAX_CHARS).strip()
+    except OSError:
+        return None
+    return line or None

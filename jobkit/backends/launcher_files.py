@@ -8,18 +8,20 @@ and these two files, `observe()` tells the job's state without asking anyone.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from jobkit.backends import processes
 from jobkit.backends.base import Observation, SubmitRequest, TrackedJob
-from jobkit.backends.exit_file import read_exit_file
+from jobkit.backends.exit_file import EXIT_FILE, read_exit_file
 from jobkit.errors import SchedulerError
 from jobkit.schema import JobSpec
 from jobkit.states import State
@@ -174,8 +176,49 @@ def launcher_alive(job: TrackedJob) -> bool:
     return processes.is_same_process(int(pid), job.extra.get("start_time") or None)
 
 
+def job_hosts(job: TrackedJob) -> str | None:
+    """The hosts the job runs on, comma-separated: ssh's `hosts`, or the launcher's host."""
+    hosts = job.extra.get("hosts")
+    if hosts:
+        try:
+            names = json.loads(hosts)
+        except ValueError:
+            names = None
+        if isinstance(names, list) and names:
+            return ",".join(str(name) for name in names)
+    return job.extra.get("host") or None
+
+
+def elapsed_s(job: TrackedJob, *, running: bool, now: float | None = None) -> float | None:
+    """Seconds from the launcher's start (its pid file, written as it starts) to its end (its
+    exit-code file), or to now while it runs; None when the run folder does not tell."""
+    run_dir = job.extra.get("run_dir")
+    if not run_dir:
+        return None
+    try:
+        start = os.stat(Path(run_dir) / LAUNCHER_PID_FILE).st_mtime
+    except OSError:
+        return None
+    if running:
+        end = time.time() if now is None else now
+    else:
+        try:
+            end = os.stat(Path(run_dir) / EXIT_FILE).st_mtime
+        except OSError:
+            return None
+    return max(0.0, end - start)
+
+
 def observe(job: TrackedJob) -> Observation:
     """The state of a local or ssh job from its launcher process and files."""
+    observed = _observe_state(job)
+    if observed.source == "pidfile" and observed.state != State.RUNNING:
+        return observed  # not run here, or ended without an exit code: nothing to time
+    running = observed.state == State.RUNNING
+    return replace(observed, nodes=job_hosts(job), elapsed_s=elapsed_s(job, running=running))
+
+
+def _observe_state(job: TrackedJob) -> Observation:
     if not launched_here(job):
         return Observation(
             State.UNKNOWN,

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -28,6 +29,9 @@ from jobkit.logs import (
 )
 from jobkit.states import State
 from jobkit.store import SUBMITTING, JobRecord, Store
+
+if TYPE_CHECKING:
+    from jobkit.logfiles import Selection
 
 CHEAP_POLL_BACKENDS = ("local", "ssh")
 """Backends whose poll reads local files only: asked about the job every second."""
@@ -86,11 +90,11 @@ def logs(
             selection = select_files(
                 record.log_paths_for(task), record.spec, record.extra, rank=rank
             )
-        if selection.note:
-            click.echo(f"jobkit: {selection.note}", err=True)
         if follow:
+            if selection.note:
+                click.echo(f"jobkit: {selection.note}", err=True)
             return _follow(store, record, selection.sources, tail_n)
-        return _print_now(store, record, selection.sources, tail_n)
+        return _print_now(store, record, selection, tail_n)
 
 
 def _resolve(store: Store, job_id: str | None) -> tuple[JobRecord, str | None]:
@@ -130,12 +134,17 @@ def _wait_for_rank_host(store: Store, record: JobRecord, rank: int, task: str | 
     return record
 
 
-def _print_now(
-    store: Store, record: JobRecord, sources: list[LogSource], tail_n: int | None
-) -> int:
-    """Print what exists now; a missing file is named on stderr."""
+def _print_now(store: Store, record: JobRecord, selection: Selection, tail_n: int | None) -> int:
+    """Print what exists now; a missing file is named on stderr (an optional one only when
+    nothing at all is there)."""
+    sources = selection.sources
     present = [s for s in sources if s.path.exists()]
-    missing = [s for s in sources if not s.path.exists()]
+    absent = [s for s in sources if not s.path.exists()]
+    required = [s for s in absent if s.path not in selection.optional]
+    missing = required if present or required else absent
+    shown = not selection.optional or any(s.path in selection.optional for s in present)
+    if selection.note and shown:
+        click.echo(f"jobkit: {selection.note}", err=True)
     if tail_n is not None:
         for source in present:
             _write(LogLine(source.label, text) for text in tail(source.path, tail_n))

@@ -6,6 +6,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,6 +14,9 @@ from jobkit.cli.common import SpecArgs, spec_options
 from jobkit.cli.jobview import submitted_line
 from jobkit.store import JobRecord, Store
 from jobkit.tracking import BackendFailure
+
+if TYPE_CHECKING:
+    from jobkit.logs import LogSource
 
 
 @click.command()
@@ -43,6 +47,10 @@ def submit(spec_args: SpecArgs, dry_run: bool, wait: bool, as_json: bool) -> int
             sys.stdout.flush()
             click.echo(f"# would run (in {plan.workdir}): {shlex.join(plan.argv)}", err=True)
         return 0
+    from jobkit.envcheck import check_environment
+    from jobkit.interpreter import choose_interpreter
+
+    check_environment(loaded, choose_interpreter(loaded.spec.env), Path.cwd())
     with Store() as store:
         _reconcile(store)
         record = pipeline.submit(store, plan)
@@ -100,17 +108,13 @@ def _wait(store: Store, record: JobRecord, *, stream: bool) -> JobRecord:
     return store.get(record.jobkit_id)
 
 
-def _log_sources(record: JobRecord) -> list:  # type: ignore[type-arg]
-    """The job's .out (and .err when separate) to stream; none for an array."""
+def _log_sources(record: JobRecord) -> list[LogSource]:
+    """What `jobkit logs ID -f` shows (rank 0's output and the job's own); none for an array."""
     if record.is_array or "out" not in record.log_paths:
         return []
-    try:
-        from jobkit.logs import LogSource
-    except ImportError:
-        return []
-    out = record.log_paths["out"]
-    sources = [LogSource(Path(out))]
-    err = record.log_paths.get("err")
-    if err and err != out:
-        sources.append(LogSource(Path(err), label="err"))
-    return sources
+    from jobkit.logfiles import job_view
+
+    selection = job_view(record.log_paths, record.spec, record.extra)
+    if selection.note:
+        click.echo(f"jobkit: {selection.note}", err=True)
+    return selection.sources

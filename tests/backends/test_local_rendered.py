@@ -61,15 +61,21 @@ def test_a_job_is_followed_to_its_end_and_logs_exits_like_the_job(jobkit: Jobkit
     job = jobkit.submit(write_spec(jobkit, "printer", ["python3", "printer.py"]))
     follower = jobkit.run("logs", job["jobkit_id"], "-f", timeout=120)
     assert follower.returncode == 0, follower.stderr
+    # The job's own lines and rank 0's program output (the node file: both workers' lines,
+    # as one torchrun starts them), merged as they come; the note says where they are.
     lines = follower.stdout.splitlines()
-    assert lines[0].startswith(f"jobkit: job {job['jobkit_id']} (printer)")
+    assert any(line.startswith(f"jobkit: job {job['jobkit_id']} (printer)") for line in lines)
     assert lines[-1] == "jobkit: finished with exit code 0"
+    for rank in (0, 1):
+        positions = [follower.stdout.find(f"rank {rank} line {i}\n") for i in range(4)]
+        assert -1 not in positions and positions == sorted(positions), follower.stdout
+    node_file = Path(job["log_paths"]["run_dir"]) / "node-0.out"
+    assert f"jobkit: rank 0's output is in {node_file}" in follower.stderr
     state = jobkit.status(job["jobkit_id"])
     assert (state["state"], state["exit_code"]) == ("SUCCEEDED", 0)
     # Per-rank output: one torchrun per node, so the node file, prefixed.
     merged = jobkit.run("logs", job["jobkit_id"], "--all-ranks")
     assert merged.returncode == 0, merged.stderr
-    node_file = Path(job["log_paths"]["run_dir"]) / "node-0.out"
     assert merged.stdout == prefixed("node 0", node_file)
     assert_rank_lines(node_file)
     one = jobkit.run("logs", job["jobkit_id"], "--rank", "1", "--tail", "2")

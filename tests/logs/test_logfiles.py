@@ -41,8 +41,45 @@ def names(selection: Any) -> list[tuple[str, str | None]]:
 
 
 def test_out_and_err(tmp_path: Path) -> None:
-    assert names(select_files(paths(tmp_path), spec(), {})) == [("job-1.out", None)]
     assert names(select_files(paths(tmp_path), spec(), {}, stderr=True)) == [("job-1.err", None)]
+
+
+def test_default_view_is_rank_0_output_then_the_jobs_own(tmp_path: Path) -> None:
+    """Without options: the file holding rank 0's output first, then .out, then [err]."""
+    own = [("job-1.out", None), ("job-1.err", "err")]
+    static = select_files(paths(tmp_path), spec(), {})
+    assert names(static) == [("node-0.out", None), *own]
+    assert static.note == (
+        f"rank 0's output is in {tmp_path / 'job-1' / 'node-0.out'}; other ranks:"
+        f" {tmp_path / 'job-1'}/node-1.out (--rank N, --all-ranks)"
+    )
+    trained = select_files(paths(tmp_path), spec(nodes=1, nproc=4, train=True), {})
+    assert names(trained) == [("node-0.out", None), *own]  # stdout and tracebacks: the host's
+    assert trained.note is not None
+    assert trained.note.endswith(
+        f"other ranks: {tmp_path / 'job-1'}/rank-{{1..3}}.log (--rank N, --all-ranks)"
+    )
+    srun = select_files(paths(tmp_path), spec("srun"), {})
+    assert names(srun) == [("rank-0.out", None), *own]
+    # mpirun and submitit write rank 0's output into the job's own files.
+    assert names(select_files(paths(tmp_path), spec("mpirun"), {})) == own
+    submitit = {"rank_file": str(tmp_path / "1_{rank}_log.out")}
+    assert names(select_files(paths(tmp_path), spec("srun"), submitit)) == own
+
+
+def test_default_view_follows_the_host_that_runs_rank_0(tmp_path: Path) -> None:
+    given = paths(tmp_path)
+    c10d = spec(rdzv="c10d", nodes=3)
+    unknown = select_files(given, c10d, {})
+    assert names(unknown)[:3] == [
+        ("node-0.out", "node 0"),
+        ("node-1.out", "node 1"),
+        ("node-2.out", "node 2"),
+    ]
+    assert unknown.note == "which host runs rank 0 is not known yet: showing every host's output"
+    (Path(given["run_dir"]) / "ranks").mkdir()
+    (Path(given["run_dir"]) / "ranks" / "0").write_text("2\n")
+    assert names(select_files(given, c10d, {}))[0] == ("node-2.out", None)
 
 
 @pytest.mark.parametrize(

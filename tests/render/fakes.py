@@ -15,6 +15,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobkit.interpreter import Interpreter
+
+FROM_PATH = Interpreter(None, "the fakes on PATH stand for python and torchrun")
+"""Render with this: env.python must put no folder on PATH before the fakes."""
+
 _RECORD = (
     'jobkit_rec=$(mktemp -d "$FAKE_DIR/{name}.XXXXXX"); printf "%s\\0" "$@" >"$jobkit_rec/argv"'
 )

@@ -16,6 +16,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
+from jobkit.interpreter import Interpreter
 from jobkit.render import render
 from jobkit.schema import JobSpec
 
@@ -100,9 +101,16 @@ def directive_lines(script: str, prefix: str) -> list[list[str]]:
     return lines
 
 
+GOLDEN_PYTHON = Interpreter(
+    "/opt/venvs/jobkit/bin/python",
+    "env.python auto: the virtualenv jobkit was run from ($VIRTUAL_ENV)",
+)
+"""env.python auto's choice in golden scripts: a fixed path, not this machine's."""
+
+
 def render_file(path: Path, backend: str | None = None) -> str:
-    """Render a YAML spec file."""
-    return render(spec_file(path, backend))
+    """Render a YAML spec file (env.python auto as GOLDEN_PYTHON)."""
+    return render(spec_file(path, backend), interpreter=GOLDEN_PYTHON)
 
 
 # ---- Walking the schema: every field a string can reach ---------------------------------------

@@ -17,6 +17,7 @@ from jobkit.spec import load_spec
 from tests.render.helpers import (
     EXAMPLES_DIR,
     GOLDEN_DIR,
+    GOLDEN_PYTHON,
     SCRIPT_BACKENDS,
     SPECS_DIR,
     bash_syntax_ok,
@@ -44,7 +45,9 @@ SPEC_FILES = sorted(SPECS_DIR.glob("*.yaml"))
 
 
 def _render_example(example: Path, backend: str) -> str:
-    return render(load_spec(example, backend=backend, profile_dirs=[]).spec)
+    return render(
+        load_spec(example, backend=backend, profile_dirs=[]).spec, interpreter=GOLDEN_PYTHON
+    )
 
 
 @pytest.mark.parametrize(

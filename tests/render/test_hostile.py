@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from jobkit.errors import SpecError
 from jobkit.render import render
 from jobkit.schema import JobSpec
-from tests.render.fakes import install_fakes, records, torchrun_program
+from tests.render.fakes import FROM_PATH, install_fakes, records, torchrun_program
 from tests.render.helpers import bash_syntax_ok, directive_lines, string_fields
 
 HOSTILE = [
@@ -271,7 +271,10 @@ def _check_program(data: dict[str, Any], variant: str, workdir: Path, fake_dir: 
     venv = _get(data, ("env", "venv"))
     if venv:
         sourced = [c.argv for c in records(fake_dir, "venv")]
-        assert sourced == [[f"{venv}/bin/activate"]] * nodes
+        activate = f"{venv}/bin/activate"  # relative to the submission directory
+        if not activate.startswith("/"):
+            activate = f"{workdir}/{activate}"
+        assert sourced == [[activate]] * nodes
 
 
 def _check_ssh(data: dict[str, Any], fake_dir: Path) -> None:
@@ -353,7 +356,7 @@ def test_hostile_values_stay_quoted(
         assert caught.value.key == key
         _drop(data, path)
     spec = JobSpec.model_validate(data)
-    script = render(spec)
+    script = render(spec, interpreter=FROM_PATH)
     bash_syntax_ok(script)
     workdir = tmp_path / "submit dir"
     fake_dir = tmp_path / "fake"
@@ -374,7 +377,7 @@ def test_hostile_command_words(variant: str, tmp_path: Path, fake_bin: Path) -> 
     words = [template.replace("{canary}", str(canary)) for template in HOSTILE]
     data = _base(variant)
     data["run"] = {"command": ["prog", *words]}
-    script = render(JobSpec.model_validate(data))
+    script = render(JobSpec.model_validate(data), interpreter=FROM_PATH)
     workdir, fake_dir = tmp_path / "w", tmp_path / "fake"
     _prepare_workdir(workdir, data, fake_dir)
     _run(script, variant, workdir, fake_dir, fake_bin)

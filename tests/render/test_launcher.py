@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from jobkit.render import render
-from tests.render.fakes import install_fakes, records
+from tests.render.fakes import FROM_PATH, install_fakes, records
 from tests.render.helpers import spec_from
 
 # A torchrun stand-in driven by the node rank (static rendezvous passes --node-rank) and
@@ -67,7 +67,7 @@ def _start(
     data: dict[str, Any], tmp_path: Path, bin_dir: Path, **env: str
 ) -> subprocess.Popen[str]:
     script = tmp_path / "launch.sh"
-    script.write_text(render(spec_from(data)))
+    script.write_text(render(spec_from(data), interpreter=FROM_PATH))
     workdir = tmp_path / "work"
     workdir.mkdir(exist_ok=True)
     (tmp_path / "fake").mkdir(exist_ok=True)
@@ -234,7 +234,7 @@ def test_real_torchrun_runs_the_program_on_this_machine(tmp_path: Path, rdzv: st
         "run": {"command": [sys.executable, str(program)]},
     }
     script = tmp_path / "launch.sh"
-    script.write_text(render(spec_from(data)))
+    script.write_text(render(spec_from(data), interpreter=FROM_PATH))
     env = {**_real_torchrun_env(tmp_path), "JOBKIT_JOB_ID": f"local-1-{os.getpid()}"}
     done = subprocess.run(
         ["bash", str(script)],

@@ -11,13 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.render.helpers import EXAMPLES_DIR, GOLDEN_DIR, REPO
+from tests.render.helpers import EXAMPLES_DIR, GOLDEN_DIR, GOLDEN_PYTHON, REPO
 
 DEPENDENCIES = ("jinja2", "pyyaml", "pydantic", "click", "submitit")
 
 
-def _run(argv: list[str], cwd: Path, timeout: float = 600) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+def _run(argv: list[str], cwd: Path, timeout: float = 600, **extra_env: str) -> str:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PYTHON", "VIRTUAL_ENV", "CONDA_PREFIX"))
+    }
+    env.update(extra_env)
     done = subprocess.run(
         argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
@@ -49,8 +54,16 @@ def test_installed_wheel_renders_with_its_own_templates(tmp_path: Path) -> None:
     assert Path(located) == site_packages / "jobkit" / "templates"
     assert (Path(located) / "common" / "env.sh.j2").is_file()
 
+    # env.python auto takes the active virtualenv: the golden scripts' one.
+    script = _run(
+        [str(venv / "bin" / "jobkit"), "render", str(EXAMPLES_DIR / "quickstart.yaml")],
+        cwd=elsewhere,
+        VIRTUAL_ENV=str(Path(GOLDEN_PYTHON.path or "").parent.parent),
+    )
+    assert script == (GOLDEN_DIR / "examples" / "quickstart.local.sh").read_text()
+    # Without one, the interpreter jobkit runs with: the fresh venv's python.
     script = _run(
         [str(venv / "bin" / "jobkit"), "render", str(EXAMPLES_DIR / "quickstart.yaml")],
         cwd=elsewhere,
     )
-    assert script == (GOLDEN_DIR / "examples" / "quickstart.local.sh").read_text()
+    assert f"jobkit_python={venv / 'bin' / 'python'}\n" in script

@@ -21,6 +21,8 @@ fi
 JOBKIT_RUN_DIR="$jobkit_logs_dir"/pbs-torque-"$JOBKIT_JOB_ID"
 export JOBKIT_RUN_DIR
 mkdir -p -- "$JOBKIT_RUN_DIR"
+# A requeued job keeps its run folder: forget the previous run's note of a failure.
+rm -f -- "$JOBKIT_RUN_DIR/failure"
 echo "$$" >"$JOBKIT_RUN_DIR/launcher.pid"
 
 # Hosts in order: the first one hosts the rendezvous.
@@ -70,11 +72,18 @@ jobkit_node() {
   cd -- "$JOBKIT_WORKDIR"
   mkdir -p -- "$JOBKIT_RUN_DIR/ranks"
   export JOBKIT_NODE_INDEX=$rank
-  set +u
-  # Python virtual environment.
-  # shellcheck source=/dev/null
-  source -- .venv/bin/activate
-  set -u
+  # env.python auto: the virtualenv jobkit was run from ($VIRTUAL_ENV).
+  # Its bin/ goes first on PATH: python, python3, torchrun and the program's own commands come
+  # from that environment (docs/spec.md, env.python).
+  jobkit_python=/opt/venvs/jobkit/bin/python
+  if ! [[ -x "$jobkit_python" ]]; then
+    jobkit_failure="jobkit: env.python: $jobkit_python not found on ${SLURMD_NODENAME:-${HOSTNAME:-this host}}"
+    echo "$jobkit_failure" >&2
+    echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure" || true
+    exit 1
+  fi
+  PATH="${jobkit_python%/*}:$PATH"
+  export PATH
   echo "jobkit: host $rank ($(hostname)) of $JOBKIT_NNODES: torchrun with $JOBKIT_NPROC_PER_NODE process(es)"
   # A background child of a non-interactive shell is not a group leader, so setsid turns it
   # into one in place: its pid is the new process-group id.
@@ -82,7 +91,7 @@ jobkit_node() {
       --rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv-id "$JOBKIT_JOB_ID" \
       --max-restarts 0 --no-python \
       sh -c 'echo "$JOBKIT_NODE_INDEX" 2>/dev/null >"$JOBKIT_RUN_DIR/ranks/$RANK"; exec "$@"' jobkit-worker \
-    python3 -m train --config tiny-lm --set train.steps=100 &
+    /opt/venvs/jobkit/bin/python -m train --config tiny-lm --set train.steps=100 &
   pid=$!
   echo "$pid" >"$pgid_file"
   wait "$pid" || rc=$?

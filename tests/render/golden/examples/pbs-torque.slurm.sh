@@ -29,6 +29,8 @@ fi
 JOBKIT_RUN_DIR="$jobkit_logs_dir"/pbs-torque-"$JOBKIT_JOB_ID"
 export JOBKIT_RUN_DIR
 mkdir -p -- "$JOBKIT_RUN_DIR"
+# A requeued job keeps its run folder: forget the previous run's note of a failure.
+rm -f -- "$JOBKIT_RUN_DIR/failure"
 
 # Hosts in allocation order: the first one hosts the rendezvous.
 mapfile -t jobkit_hosts < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
@@ -77,11 +79,18 @@ jobkit_wait_step() {
 }
 
 # ---- Software environment ---------------------------------------------------------------------
-set +u
-# Python virtual environment.
-# shellcheck source=/dev/null
-source -- .venv/bin/activate
-set -u
+# env.python auto: the virtualenv jobkit was run from ($VIRTUAL_ENV).
+# Its bin/ goes first on PATH: python, python3, torchrun and the program's own commands come
+# from that environment (docs/spec.md, env.python).
+jobkit_python=/opt/venvs/jobkit/bin/python
+if ! [[ -x "$jobkit_python" ]]; then
+  jobkit_failure="jobkit: env.python: $jobkit_python not found on ${SLURMD_NODENAME:-${HOSTNAME:-this host}}"
+  echo "$jobkit_failure" >&2
+  echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure" || true
+  exit 1
+fi
+PATH="${jobkit_python%/*}:$PATH"
+export PATH
 
 echo "jobkit: job $JOBKIT_JOB_ID ($SLURM_JOB_NAME) on $JOBKIT_NNODES node(s): ${jobkit_hosts[*]}"
 echo "jobkit: master $MASTER_ADDR:$MASTER_PORT, 2 process(es) per node, restart count ${SLURM_RESTART_COUNT:-0}"
@@ -104,7 +113,7 @@ srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 \
     --rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv-id "$JOBKIT_JOB_ID" \
     --max-restarts 0 --no-python \
     sh -c 'echo "$JOBKIT_NODE_INDEX" 2>/dev/null >"$JOBKIT_RUN_DIR/ranks/$RANK"; exec "$@"' jobkit-worker \
-    python3 -m train --config tiny-lm --set train.steps=100 &
+    /opt/venvs/jobkit/bin/python -m train --config tiny-lm --set train.steps=100 &
 jobkit_step_pid=$!
 jobkit_step_rc=0
 jobkit_wait_step || jobkit_step_rc=$?

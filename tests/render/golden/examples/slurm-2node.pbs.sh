@@ -33,6 +33,8 @@ fi
 JOBKIT_RUN_DIR="$jobkit_logs_dir"/slurm-2node-"$JOBKIT_JOB_ID"
 export JOBKIT_RUN_DIR
 mkdir -p -- "$JOBKIT_RUN_DIR"
+# A requeued job keeps its run folder: forget the previous run's note of a failure.
+rm -f -- "$JOBKIT_RUN_DIR/failure"
 # From here on, this script's output goes to LOGS_DIR/NAME-JOBID.out and .err.
 exec >>"$jobkit_logs_dir"/slurm-2node-"$JOBKIT_JOB_ID".out \
   2>>"$jobkit_logs_dir"/slurm-2node-"$JOBKIT_JOB_ID".err
@@ -110,11 +112,18 @@ jobkit_node() {
   cd -- "$JOBKIT_WORKDIR"
   mkdir -p -- "$JOBKIT_RUN_DIR/ranks"
   export JOBKIT_NODE_INDEX=$rank
-  set +u
-  # Python virtual environment.
-  # shellcheck source=/dev/null
-  source -- .venv/bin/activate
-  set -u
+  # env.python auto: the virtualenv jobkit was run from ($VIRTUAL_ENV).
+  # Its bin/ goes first on PATH: python, python3, torchrun and the program's own commands come
+  # from that environment (docs/spec.md, env.python).
+  jobkit_python=/opt/venvs/jobkit/bin/python
+  if ! [[ -x "$jobkit_python" ]]; then
+    jobkit_failure="jobkit: env.python: $jobkit_python not found on ${SLURMD_NODENAME:-${HOSTNAME:-this host}}"
+    echo "$jobkit_failure" >&2
+    echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure" || true
+    exit 1
+  fi
+  PATH="${jobkit_python%/*}:$PATH"
+  export PATH
   echo "jobkit: host $rank ($(hostname)) of $JOBKIT_NNODES: torchrun with $JOBKIT_NPROC_PER_NODE process(es)"
   # A background child of a non-interactive shell is not a group leader, so setsid turns it
   # into one in place: its pid is the new process-group id.
@@ -122,7 +131,7 @@ jobkit_node() {
       --rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv-id "$JOBKIT_JOB_ID" \
       --max-restarts 0 --no-python \
       sh -c 'echo "$JOBKIT_NODE_INDEX" 2>/dev/null >"$JOBKIT_RUN_DIR/ranks/$RANK"; exec "$@"' jobkit-worker \
-    python3 -m train --config tiny-lm --set train.steps=200 &
+    /opt/venvs/jobkit/bin/python -m train --config tiny-lm --set train.steps=200 &
   pid=$!
   echo "$pid" >"$pgid_file"
   wait "$pid" || rc=$?

@@ -21,6 +21,8 @@ fi
 JOBKIT_RUN_DIR="$jobkit_logs_dir"/local-every-key-"$JOBKIT_JOB_ID"
 export JOBKIT_RUN_DIR
 mkdir -p -- "$JOBKIT_RUN_DIR"
+# A requeued job keeps its run folder: forget the previous run's note of a failure.
+rm -f -- "$JOBKIT_RUN_DIR/failure"
 echo "$$" >"$JOBKIT_RUN_DIR/launcher.pid"
 
 # Hosts in order: the first one hosts the rendezvous.
@@ -81,9 +83,29 @@ jobkit_node() {
     done
   fi
   module load python/3.11
-  # Python virtual environment.
+  # Python virtual environment (a relative folder is relative to the submission directory).
+  jobkit_activate=../venvs/torch/bin/activate
+  [[ "$jobkit_activate" == /* ]] || jobkit_activate="$PWD/$jobkit_activate"
+  if ! [[ -r "$jobkit_activate" ]]; then
+    jobkit_failure="jobkit: env.venv: $jobkit_activate not found on ${SLURMD_NODENAME:-${HOSTNAME:-this host}}"
+    echo "$jobkit_failure" >&2
+    echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure" || true
+    exit 1
+  fi
   # shellcheck source=/dev/null
-  source -- ../venvs/torch/bin/activate
+  source -- "$jobkit_activate"
+  # env.python auto: the virtualenv jobkit was run from ($VIRTUAL_ENV).
+  # Its bin/ goes first on PATH: python, python3, torchrun and the program's own commands come
+  # from that environment (docs/spec.md, env.python).
+  jobkit_python=/opt/venvs/jobkit/bin/python
+  if ! [[ -x "$jobkit_python" ]]; then
+    jobkit_failure="jobkit: env.python: $jobkit_python not found on ${SLURMD_NODENAME:-${HOSTNAME:-this host}}"
+    echo "$jobkit_failure" >&2
+    echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure" || true
+    exit 1
+  fi
+  PATH="${jobkit_python%/*}:$PATH"
+  export PATH
   # env.setup: the user's own shell lines, run as written (the one unquoted field).
   export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
   set -u

@@ -31,6 +31,8 @@ fi
 JOBKIT_RUN_DIR="$jobkit_logs_dir"/pbs-mpi-"$JOBKIT_JOB_ID"
 export JOBKIT_RUN_DIR
 mkdir -p -- "$JOBKIT_RUN_DIR"
+# A requeued job keeps its run folder: forget the previous run's note of a failure.
+rm -f -- "$JOBKIT_RUN_DIR/failure"
 # From here on, this script's output goes to LOGS_DIR/NAME-JOBID.out and .err.
 exec >>"$jobkit_logs_dir"/pbs-mpi-"$JOBKIT_JOB_ID".out \
   2>>"$jobkit_logs_dir"/pbs-mpi-"$JOBKIT_JOB_ID".err
@@ -95,6 +97,18 @@ if ! command -v module >/dev/null 2>&1; then
   done
 fi
 module load openmpi
+# env.python auto: the virtualenv jobkit was run from ($VIRTUAL_ENV).
+# Its bin/ goes first on PATH: python, python3, torchrun and the program's own commands come
+# from that environment (docs/spec.md, env.python).
+jobkit_python=/opt/venvs/jobkit/bin/python
+if ! [[ -x "$jobkit_python" ]]; then
+  jobkit_failure="jobkit: env.python: $jobkit_python not found on ${SLURMD_NODENAME:-${HOSTNAME:-this host}}"
+  echo "$jobkit_failure" >&2
+  echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure" || true
+  exit 1
+fi
+PATH="${jobkit_python%/*}:$PATH"
+export PATH
 set -u
 cd -- work
 

@@ -37,6 +37,8 @@ fi
 JOBKIT_RUN_DIR="$jobkit_logs_dir"/torque-every-key-"$JOBKIT_JOB_ID"
 export JOBKIT_RUN_DIR
 mkdir -p -- "$JOBKIT_RUN_DIR"
+# A requeued job keeps its run folder: forget the previous run's note of a failure.
+rm -f -- "$JOBKIT_RUN_DIR/failure"
 # From here on, this script's output goes to LOGS_DIR/NAME-JOBID.out and .err.
 exec >>"$jobkit_logs_dir"/torque-every-key-"$JOBKIT_JOB_ID".out \
   2>>"$jobkit_logs_dir"/torque-every-key-"$JOBKIT_JOB_ID".err
@@ -116,9 +118,29 @@ jobkit_node() {
   mkdir -p -- "$JOBKIT_RUN_DIR/ranks"
   export JOBKIT_NODE_INDEX=$rank
   set +u
-  # Python virtual environment.
+  # Python virtual environment (a relative folder is relative to the submission directory).
+  jobkit_activate=/opt/venv/bin/activate
+  [[ "$jobkit_activate" == /* ]] || jobkit_activate="$PWD/$jobkit_activate"
+  if ! [[ -r "$jobkit_activate" ]]; then
+    jobkit_failure="jobkit: env.venv: $jobkit_activate not found on ${SLURMD_NODENAME:-${HOSTNAME:-this host}}"
+    echo "$jobkit_failure" >&2
+    echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure" || true
+    exit 1
+  fi
   # shellcheck source=/dev/null
-  source -- /opt/venv/bin/activate
+  source -- "$jobkit_activate"
+  # env.python auto: the virtualenv jobkit was run from ($VIRTUAL_ENV).
+  # Its bin/ goes first on PATH: python, python3, torchrun and the program's own commands come
+  # from that environment (docs/spec.md, env.python).
+  jobkit_python=/opt/venvs/jobkit/bin/python
+  if ! [[ -x "$jobkit_python" ]]; then
+    jobkit_failure="jobkit: env.python: $jobkit_python not found on ${SLURMD_NODENAME:-${HOSTNAME:-this host}}"
+    echo "$jobkit_failure" >&2
+    echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure" || true
+    exit 1
+  fi
+  PATH="${jobkit_python%/*}:$PATH"
+  export PATH
   set -u
   echo "jobkit: host $rank ($(hostname)) of $JOBKIT_NNODES: torchrun with $JOBKIT_NPROC_PER_NODE process(es)"
   # A background child of a non-interactive shell is not a group leader, so setsid turns it

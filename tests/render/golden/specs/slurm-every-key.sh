@@ -44,6 +44,8 @@ fi
 JOBKIT_RUN_DIR="$jobkit_logs_dir"/every-key-"$JOBKIT_JOB_ID"
 export JOBKIT_RUN_DIR
 mkdir -p -- "$JOBKIT_RUN_DIR"
+# A requeued job keeps its run folder: forget the previous run's note of a failure.
+rm -f -- "$JOBKIT_RUN_DIR/failure"
 
 # Hosts in allocation order: the first one hosts the rendezvous.
 mapfile -t jobkit_hosts < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
@@ -110,16 +112,38 @@ module load nccl
 # Conda: load its shell hook when this shell was not initialised for conda.
 if [[ "$(type -t conda)" != function ]]; then
   jobkit_conda=${CONDA_EXE:-$(command -v conda || true)}
-  if [[ -z "$jobkit_conda" ]]; then
-    echo "jobkit: env.conda is set but conda was found neither on PATH nor in CONDA_EXE" >&2
+  if ! [[ -n "$jobkit_conda" ]]; then
+    jobkit_failure="jobkit: env.conda: conda (neither on PATH nor in CONDA_EXE) not found on ${SLURMD_NODENAME:-${HOSTNAME:-this host}}"
+    echo "$jobkit_failure" >&2
+    echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure" || true
     exit 1
   fi
   eval "$("$jobkit_conda" shell.bash hook)"
 fi
 conda activate /opt/envs/train
-# Python virtual environment.
+# Python virtual environment (a relative folder is relative to the submission directory).
+jobkit_activate=.venv/bin/activate
+[[ "$jobkit_activate" == /* ]] || jobkit_activate="$PWD/$jobkit_activate"
+if ! [[ -r "$jobkit_activate" ]]; then
+  jobkit_failure="jobkit: env.venv: $jobkit_activate not found on ${SLURMD_NODENAME:-${HOSTNAME:-this host}}"
+  echo "$jobkit_failure" >&2
+  echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure" || true
+  exit 1
+fi
 # shellcheck source=/dev/null
-source -- .venv/bin/activate
+source -- "$jobkit_activate"
+# env.python auto: the virtualenv jobkit was run from ($VIRTUAL_ENV).
+# Its bin/ goes first on PATH: python, python3, torchrun and the program's own commands come
+# from that environment (docs/spec.md, env.python).
+jobkit_python=/opt/venvs/jobkit/bin/python
+if ! [[ -x "$jobkit_python" ]]; then
+  jobkit_failure="jobkit: env.python: $jobkit_python not found on ${SLURMD_NODENAME:-${HOSTNAME:-this host}}"
+  echo "$jobkit_failure" >&2
+  echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure" || true
+  exit 1
+fi
+PATH="${jobkit_python%/*}:$PATH"
+export PATH
 # env.setup: the user's own shell lines, run as written (the one unquoted field).
 ulimit -n 65536
 export HF_HOME=$SCRATCH/hf

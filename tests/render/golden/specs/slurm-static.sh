@@ -29,6 +29,8 @@ fi
 JOBKIT_RUN_DIR="$jobkit_logs_dir"/static-"$JOBKIT_JOB_ID"
 export JOBKIT_RUN_DIR
 mkdir -p -- "$JOBKIT_RUN_DIR"
+# A requeued job keeps its run folder: forget the previous run's note of a failure.
+rm -f -- "$JOBKIT_RUN_DIR/failure"
 
 # Hosts in allocation order: the first one hosts the rendezvous.
 mapfile -t jobkit_hosts < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
@@ -75,6 +77,18 @@ jobkit_wait_step() {
 }
 
 # ---- Software environment ---------------------------------------------------------------------
+# env.python auto: the virtualenv jobkit was run from ($VIRTUAL_ENV).
+# Its bin/ goes first on PATH: python, python3, torchrun and the program's own commands come
+# from that environment (docs/spec.md, env.python).
+jobkit_python=/opt/venvs/jobkit/bin/python
+if ! [[ -x "$jobkit_python" ]]; then
+  jobkit_failure="jobkit: env.python: $jobkit_python not found on ${SLURMD_NODENAME:-${HOSTNAME:-this host}}"
+  echo "$jobkit_failure" >&2
+  echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure" || true
+  exit 1
+fi
+PATH="${jobkit_python%/*}:$PATH"
+export PATH
 # Variables for the program (env.vars, the NCCL preset and overrides, env.debug).
 export NCCL_IB_DISABLE=1
 

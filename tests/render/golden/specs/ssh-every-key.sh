@@ -22,6 +22,8 @@ fi
 JOBKIT_RUN_DIR="$jobkit_logs_dir"/ssh-every-key-"$JOBKIT_JOB_ID"
 export JOBKIT_RUN_DIR
 mkdir -p -- "$JOBKIT_RUN_DIR"
+# A requeued job keeps its run folder: forget the previous run's note of a failure.
+rm -f -- "$JOBKIT_RUN_DIR/failure"
 echo "$$" >"$JOBKIT_RUN_DIR/launcher.pid"
 
 # Hosts in order: the first one hosts the rendezvous.
@@ -75,13 +77,27 @@ jobkit_node() {
   # Conda: load its shell hook when this shell was not initialised for conda.
   if [[ "$(type -t conda)" != function ]]; then
     jobkit_conda=${CONDA_EXE:-$(command -v conda || true)}
-    if [[ -z "$jobkit_conda" ]]; then
-      echo "jobkit: env.conda is set but conda was found neither on PATH nor in CONDA_EXE" >&2
+    if ! [[ -n "$jobkit_conda" ]]; then
+      jobkit_failure="jobkit: env.conda: conda (neither on PATH nor in CONDA_EXE) not found on ${SLURMD_NODENAME:-${HOSTNAME:-this host}}"
+      echo "$jobkit_failure" >&2
+      echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure" || true
       exit 1
     fi
     eval "$("$jobkit_conda" shell.bash hook)"
   fi
   conda activate torch
+  # env.python auto: the virtualenv jobkit was run from ($VIRTUAL_ENV).
+  # Its bin/ goes first on PATH: python, python3, torchrun and the program's own commands come
+  # from that environment (docs/spec.md, env.python).
+  jobkit_python=/opt/venvs/jobkit/bin/python
+  if ! [[ -x "$jobkit_python" ]]; then
+    jobkit_failure="jobkit: env.python: $jobkit_python not found on ${SLURMD_NODENAME:-${HOSTNAME:-this host}}"
+    echo "$jobkit_failure" >&2
+    echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure" || true
+    exit 1
+  fi
+  PATH="${jobkit_python%/*}:$PATH"
+  export PATH
   set -u
   # Variables for the program (env.vars, the NCCL preset and overrides, env.debug).
   export NCCL_IB_DISABLE=1
@@ -105,7 +121,7 @@ jobkit_node() {
       --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" \
       --max-restarts 2 --no-python \
       sh -c 'echo "$JOBKIT_NODE_INDEX" 2>/dev/null >"$JOBKIT_RUN_DIR/ranks/$RANK"; exec "$@"' jobkit-worker \
-    python3 -m train --config mlp --set train.steps=50 &
+    /opt/venvs/jobkit/bin/python -m train --config mlp --set train.steps=50 &
   pid=$!
   echo "$pid" >"$pgid_file"
   wait "$pid" || rc=$?
