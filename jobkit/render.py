@@ -129,10 +129,13 @@ def program_argv(spec: JobSpec, interpreter: Interpreter | None = None) -> list[
 
 
 def env_exports(spec: JobSpec) -> list[tuple[str, str]]:
-    """Exported variables, later sources winning: NCCL preset, debug, torchrun restart fix,
-    nccl.vars, env.vars."""
+    """Exported variables, later sources winning: the GPU request, NCCL preset, debug,
+    torchrun restart fix, nccl.vars, env.vars."""
     nccl = spec.env.nccl
     exports: dict[str, str] = {}
+    if spec.resources.gpus_per_node:
+        # The bundled trainer then trains on CUDA or stops: never silently on CPU.
+        exports["JOBKIT_GPUS_PER_NODE"] = str(spec.resources.gpus_per_node)
     if nccl.preset == "ethernet":
         exports["NCCL_IB_DISABLE"] = "1"
     elif nccl.preset == "infiniband":

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import datetime
 import gc
+import os
 import pickle
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,14 +32,49 @@ class DeviceInfo:
     uuid: str | None
 
 
-def choose_device(wanted: str, env: LaunchEnv) -> torch.device:
-    """cuda:N for this local rank when CUDA is there (or asked for), else cpu."""
-    use_cuda = wanted == "cuda" or (wanted == "auto" and torch.cuda.is_available())
+GPUS_VARIABLE = "JOBKIT_GPUS_PER_NODE"
+"""Exported by jobkit's scripts when the job asked for GPUs (resources.gpus_per_node)."""
+
+
+def gpus_requested(environ: Mapping[str, str] | None = None) -> int:
+    """GPUs per node the job asked the scheduler for (0: none asked, or not run by jobkit)."""
+    text = (os.environ if environ is None else environ).get(GPUS_VARIABLE, "").strip()
+    return int(text) if text.isdigit() else 0
+
+
+def choose_device(
+    wanted: str, env: LaunchEnv, environ: Mapping[str, str] | None = None
+) -> torch.device:
+    """cuda:N for this local rank when CUDA is there (or asked for), else cpu.
+
+    `auto` on a job that asked for GPUs means CUDA: no visible GPU is an error, not a
+    quiet fall-back to the CPU (train.device: cpu does that on purpose).
+    """
+    requested = gpus_requested(environ)
+    use_cuda = wanted == "cuda" or (
+        wanted == "auto" and (requested > 0 or torch.cuda.is_available())
+    )
     if not use_cuda:
         return torch.device("cpu")
-    count = torch.cuda.device_count()
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if count == 0:
-        raise DistSetupError("train.device is cuda but no CUDA device is visible")
+        visible = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES")
+        seen = (
+            f"CUDA_VISIBLE_DEVICES={visible!r}"
+            if visible is not None
+            else "CUDA_VISIBLE_DEVICES unset"
+        )
+        build = f"torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'}"
+        if wanted == "auto":
+            raise DistSetupError(
+                f"the job asked for {requested} GPU(s) per node (resources.gpus_per_node) but"
+                f" no CUDA device is visible on {socket.gethostname()} ({build}, {seen});"
+                " not training on the CPU instead (train.device: cpu does that on purpose)"
+            )
+        raise DistSetupError(
+            f"train.device is cuda but no CUDA device is visible on {socket.gethostname()}"
+            f" ({build}, {seen})"
+        )
     if count >= env.local_world_size:
         return torch.device("cuda", env.local_rank)
     if count == 1:

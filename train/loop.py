@@ -28,6 +28,7 @@ from train.dist import (
     describe_device,
     find_shared_devices,
     gather_objects,
+    gpus_requested,
     init_process_group,
 )
 from train.env import LaunchEnv
@@ -209,6 +210,12 @@ class Trainer:
             backend = choose_backend(config.distributed.backend, self.device)
         except DistSetupError as err:
             raise TrainSetupError(str(err)) from None
+        requested = gpus_requested()
+        if requested and self.device.type == "cpu" and self.env.is_main:
+            self.log.warning(
+                f"the job asked for {requested} GPU(s) per node, but train.device is"
+                f" {config.train.device}: training on the CPU"
+            )
         init_process_group(self.env, backend, self.device, config.distributed.timeout)
         self.backend = backend
         infos = gather_objects(describe_device(self.env, self.device))

@@ -70,6 +70,9 @@ def render(spec_args: SpecArgs, output: str | None, show_command: bool) -> None:
     loaded = spec_args.load()
     if loaded.spec.backend == "submitit":
         raise submitit_has_no_script()
+    from jobkit.trainer_check import check_trainer_config
+
+    check_trainer_config(loaded, Path.cwd())
     from jobkit.render import render as render_script
 
     script = render_script(loaded.spec, template_dir=loaded.template_dir)

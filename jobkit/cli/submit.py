@@ -36,6 +36,9 @@ def submit(spec_args: SpecArgs, dry_run: bool, wait: bool, as_json: bool) -> int
     from jobkit import submit as pipeline
 
     loaded = spec_args.load()
+    from jobkit.trainer_check import check_trainer_config
+
+    check_trainer_config(loaded, Path.cwd())
     plan = pipeline.plan_submission(
         loaded.spec, workdir=Path.cwd(), template_dir=loaded.template_dir
     )
