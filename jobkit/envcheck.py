@@ -94,16 +94,15 @@ def find_missing(loaded: LoadedSpec, interpreter: Interpreter, workdir: Path) ->
     missing: list[Missing] = []
     for host, argv, proc in started:
         try:
-            out, err = proc.communicate(script, timeout=CHECK_TIMEOUT_S)
+            out, errors = proc.communicate(script, timeout=CHECK_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             proc.kill()
-            out, err = proc.communicate()
-            raise SchedulerError(
-                argv, None, out, err, reason=f"checking the environment on {host} timed out"
-            ) from None
+            out, errors = proc.communicate()
+            reason = f"checking the environment on {host} timed out"
+            raise SchedulerError(argv, None, out, errors, reason=reason) from None
         if proc.returncode != 0:
             reason = f"could not check the environment on {host}"
-            raise SchedulerError(argv, proc.returncode, out, err, reason=reason)
+            raise SchedulerError(argv, proc.returncode, out, errors, reason=reason)
         for line in out.splitlines():
             key, _, what = line.partition("\t")
             if what:

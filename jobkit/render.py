@@ -16,6 +16,7 @@ from typing import Any
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from jobkit import ports
 from jobkit.errors import JobkitError, SpecError
 from jobkit.interpreter import Interpreter, choose_interpreter
 from jobkit.paths import templates_dir
@@ -110,6 +111,12 @@ def template_context(spec: JobSpec, interpreter: Interpreter | None = None) -> d
         "interpreter": chosen,
         "exports": env_exports(spec),
         "requeue_exit_code": REQUEUE_EXIT_CODE,
+        "port_rule": {
+            "base": ports.PORT_BASE,
+            "span": ports.PORT_SPAN,
+            "decimal_digits": ports.DECIMAL_DIGITS,
+            "base36_chars": ports.BASE36_CHARS,
+        },
     }
 
 

@@ -59,6 +59,7 @@ def _spec_error(loaded: LoadedSpec, err: object, override_keys: list[str]) -> Sp
     where = str(getattr(err, "where", ""))
     key = getattr(err, "key", None)
     message = str(getattr(err, "message", err))
+    spec_key: tuple[str, ...]
     if where == "--set" and key is not None:
         # The override the trainer names, or the one it descends from (`a.b` for `a.b.c`).
         written = next((k for k in override_keys if key == k or key.startswith(k + ".")), str(key))

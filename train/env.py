@@ -1,6 +1,7 @@
 """Who am I in this distributed job? Rank, world size, node and master, from any launcher.
 
-Importable by user programs (`from train.env import detect_launch_env`): stdlib only.
+Importable by user programs (`from train.env import detect_launch_env`): stdlib only (and
+jobkit.ports, stdlib only too: the one rule for the auto port).
 
 Detection order (the first launcher whose variables are present wins):
 
@@ -21,21 +22,18 @@ srun, so its ranks inherit the daemon's SLURM_PROCID (the node index, not the ra
 from __future__ import annotations
 
 import os
-import re
 import socket
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobkit.ports import auto_port
 from train.hostlist import HostlistError, expand_hostlist, expand_tasks_per_node, unique_in_order
 
 DEFAULT_PORT = 29500
-PORT_BASE = 15000
-PORT_SPAN = 15000
+"""torch's own default, for a process no job id tells a port for."""
 # Slurm's step ids for the batch shell and the extern step are near 2**32.
 _SLURM_SPECIAL_STEP = 0xFFFFFFF0
-_LOCAL_ID = re.compile(r"^local-\d+-(?P<pid>\d+)$")
-_LEADING_ID = re.compile(r"^(?P<n>[^_.\[]*)")
 
 Resolver = Callable[[str], object]
 Reader = Callable[[str], str]
@@ -77,23 +75,10 @@ class LaunchEnv:
         )
 
 
-def port_from_job_id(job_id: str | None) -> int | None:
-    """The rendezvous port for a job id: 15000 + N % 15000 (docs/design.md, "Ports").
-
-    N is the id's digits before any `_`, `.` or `[`; for `local-EPOCH-PID` ids it is PID.
-    None when the id has no such number.
-    """
-    if not job_id:
-        return None
-    local = _LOCAL_ID.match(job_id)
-    if local:
-        number = local["pid"]
-    else:
-        lead = _LEADING_ID.match(job_id)
-        number = lead["n"] if lead else ""
-    if not number.isdigit():
-        return None
-    return PORT_BASE + int(number) % PORT_SPAN
+def port_from_job_id(job_id: str | None, array_index: int = 0) -> int | None:
+    """The rendezvous port for a job id: jobkit's one rule (jobkit/ports.py, docs/design.md
+    "Ports"), the same the templates use. None without a job id."""
+    return auto_port(job_id, array_index)
 
 
 class _Vars:
@@ -146,8 +131,16 @@ def _port(env: _Vars, job_id: str | None) -> int:
         if not 1 <= port <= 65535:
             raise LaunchEnvError(f"MASTER_PORT={port} is not a port number (1-65535)")
         return port
-    derived = port_from_job_id(job_id)
+    index = (
+        env.integer("PBS_ARRAY_INDEX", "PBS_ARRAYID", default=0) if _is_pbs_id(env, job_id) else 0
+    )
+    derived = port_from_job_id(job_id, index)
     return derived if derived is not None else DEFAULT_PORT
+
+
+def _is_pbs_id(env: _Vars, job_id: str | None) -> bool:
+    """The id is PBS's: its array tasks share their number, the index tells them apart."""
+    return job_id is not None and job_id == env.text("PBS_JOBID")
 
 
 def _slurm_step_active(env: _Vars) -> bool:

@@ -21,8 +21,8 @@ from typing import Any
 from submitit import JobEnvironment
 from submitit.helpers import Checkpointable, CommandFunction, DelayedSubmission
 
-PORT_BASE = 15000
-"""docs/design.md "Ports": 15000 + N % 15000, N the job id's number."""
+from jobkit.ports import auto_port
+
 CHECKPOINT_WAIT_S = 60.0
 """On preemption or time-out: how long the trainer may take to save a checkpoint."""
 
@@ -40,12 +40,6 @@ class RankProgram:
     """A fixed port, or None for the port derived from the job id."""
 
 
-def _id_number(job_id: str) -> int:
-    head = job_id.split("_", 1)[0].split(".", 1)[0].split("[", 1)[0]
-    digits = "".join(ch for ch in head if ch.isdigit())[-18:]
-    return int(digits or 0)
-
-
 def rank_environment(program: RankProgram, job_env: Any) -> dict[str, str]:
     """This process's environment plus the program's exports and the launch variables."""
     env = dict(os.environ)
@@ -53,7 +47,9 @@ def rank_environment(program: RankProgram, job_env: Any) -> dict[str, str]:
     job_id = str(job_env.job_id)
     nodes = max(int(job_env.num_nodes), 1)
     tasks = max(int(job_env.num_tasks), 1)
-    port = program.master_port or PORT_BASE + _id_number(job_id) % PORT_BASE
+    # $SLURM_JOB_ID differs for every array task (the job id A_T does not), as in the
+    # Slurm template; the one rule of jobkit/ports.py.
+    port = program.master_port or auto_port(os.environ.get("SLURM_JOB_ID") or job_id)
     env.update(
         {
             "JOBKIT_JOB_ID": job_id,
