@@ -74,8 +74,13 @@ def _memory(value: object) -> int:
     return parse_memory_mb(value)
 
 
-DurationSeconds = Annotated[int, BeforeValidator(_duration)]
-MemoryMB = Annotated[int, BeforeValidator(_memory)]
+class SourceText:
+    """Marker on a type: this key reads an unquoted YAML scalar as written (`24:00:00`), not
+    as YAML 1.1's number (jobkit/scalars.py)."""
+
+
+DurationSeconds = Annotated[int, BeforeValidator(_duration), SourceText()]
+MemoryMB = Annotated[int, BeforeValidator(_memory), SourceText()]
 
 
 def _as_list(value: object) -> object:
@@ -177,7 +182,7 @@ class Resources(StrictModel):
 class Scheduler(StrictModel):
     """Scheduler behaviour beyond resources."""
 
-    array: Annotated[str, BeforeValidator(_array)] | None = Field(
+    array: Annotated[str, BeforeValidator(_array), SourceText()] | None = Field(
         None, description="Job array: 0-9, 1,3,5, 0-99%10."
     )
     dependency: SafeStr | None = Field(None, description="e.g. afterok:12345.")

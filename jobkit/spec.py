@@ -26,7 +26,13 @@ from jobkit.profiles import (
 from jobkit.schema import JobSpec
 from jobkit.schema_walk import is_free_mapping, model_at, section_model, split_key
 from jobkit.spec_errors import Problem, problems, show_value
-from jobkit.yamlsrc import KeyPath, format_path, load_yaml_file, lookup, parse_value
+from jobkit.yamlsrc import (
+    KeyPath,
+    format_path,
+    load_yaml_file,
+    lookup,
+    parse_value_with_source,
+)
 
 DEFAULT_ORIGIN = "default"
 
@@ -50,6 +56,8 @@ class Layer:
     where: Location
     """The layer as a whole: a file (no line) or the option that made it."""
     lines: dict[KeyPath, int] = field(default_factory=dict)
+    source_text: dict[KeyPath, str] = field(default_factory=dict)
+    """Unquoted scalars YAML read as numbers or booleans, as written (jobkit/scalars.py)."""
 
     def has(self, path: KeyPath) -> bool:
         """True when this layer sets `path` (or a value under it)."""
@@ -103,7 +111,7 @@ def load_spec(
     """
     job_path = Path(path)
     doc = load_yaml_file(job_path, str(path))
-    job = Layer(doc.data, Location(doc.file), dict(doc.lines))
+    job = Layer(doc.data, Location(doc.file), dict(doc.lines), dict(doc.source_text))
     top = [parse_set(item) for item in sets]
     for layer in (job, *top):
         _refuse_profile_only_keys(layer)
@@ -115,6 +123,7 @@ def load_spec(
     site = _load_profile([job, *top], search)
     layers = ([site.layer] if site else []) + [job, *top]
     for layer in layers:
+        _use_source_text(layer)
         _normalise(layer.data)
     merged: dict[str, Any] = {}
     for layer in layers:
@@ -144,13 +153,14 @@ def parse_set(item: str) -> Layer:
         raise SpecError(f"{key!r} is not a key path like resources.nodes", file=source)
     _refuse_descending_into_value(path, source)
     try:
-        value = parse_value(text, source)
+        value, source_text = parse_value_with_source(text, source)
     except SpecError as err:
         raise SpecError(err.message, file=source, key=key) from None
     data: Any = value
     for part in reversed(path):
         data = {part: data}
-    return Layer(data, Location(source))
+    written = {(*path, *inner): raw for inner, raw in source_text.items()}
+    return Layer(data, Location(source), source_text=written)
 
 
 @dataclass(frozen=True)
@@ -182,7 +192,7 @@ def _load_profile(layers: Sequence[Layer], search: Sequence[Path]) -> _Profile |
             describe_missing(name, search), file=where.file, line=where.line, key="profile"
         )
     doc = load_yaml_file(found)
-    layer = Layer(doc.data, Location(doc.file), dict(doc.lines))
+    layer = Layer(doc.data, Location(doc.file), dict(doc.lines), dict(doc.source_text))
     if "profile" in layer.data:
         where = layer.location(("profile",))
         raise SpecError(
@@ -235,6 +245,17 @@ def _refuse_descending_into_value(path: KeyPath, source: str) -> None:
                 file=source,
                 key=format_path(path),
             )
+
+
+def _use_source_text(layer: Layer) -> None:
+    """Each key takes an unquoted scalar as written or as YAML read it (jobkit/scalars.py)."""
+    from jobkit.scalars import apply_source_text
+
+    def locate(path: KeyPath) -> tuple[str, int | None]:
+        where = layer.location(path)
+        return where.file, where.line
+
+    apply_source_text(layer.data, layer.source_text, locate)
 
 
 def _normalise(data: dict[str, Any]) -> None:

@@ -8,6 +8,7 @@ _DURATION = re.compile(
     r"^(?:(?P<days>\d+)-)?(?P<h>\d+):(?P<m>\d{1,2}):(?P<s>\d{1,2})$"  # [D-]HH:MM:SS
 )
 _DAYS_HOURS = re.compile(r"^(?P<days>\d+)-(?P<h>\d+)$")  # D-HH (Slurm also accepts it)
+_MINUTES_SECONDS = re.compile(r"^\d+:\d{1,2}$")
 _MEMORY = re.compile(r"^(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]?)(?:i?B)?$", re.IGNORECASE)
 _MEMORY_FACTORS_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024, "": 1}
 
@@ -34,6 +35,11 @@ def parse_duration(value: object) -> int:
         total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
     else:
         match = _DAYS_HOURS.match(text)
+        if not match and _MINUTES_SECONDS.match(text):
+            raise ValueError(
+                f"{text} is ambiguous: Slurm reads MM:SS (minutes and seconds), many mean"
+                " HH:MM; write HH:MM:SS, e.g. 01:30:00"
+            )
         if not match:
             raise ValueError(f"must be minutes, HH:MM:SS or D-HH:MM:SS (got {value!r})")
         total = (int(match["days"]) * 24 + int(match["h"])) * 3600

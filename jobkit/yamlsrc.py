@@ -38,6 +38,10 @@ class YamlDoc:
     data: dict[str, Any]
     lines: dict[KeyPath, int] = field(default_factory=dict)
     file: str = "<string>"
+    source_text: dict[KeyPath, str] = field(default_factory=dict)
+    """The text as written of each unquoted scalar YAML 1.1 read as a number, boolean or date
+    (`24:00:00` is the base-60 integer 86400, `0123` the octal 83, `on` true): the spec decides
+    per key which one the user meant (jobkit/scalars.py)."""
 
 
 def format_path(path: KeyPath) -> str:
@@ -126,15 +130,22 @@ def load_yaml_text(text: str, file: str) -> YamlDoc:
         )
     builder = _Builder(file)
     data = builder.build(node, ())
-    return YamlDoc(data=data, lines=builder.lines, file=file)
+    return YamlDoc(data=data, lines=builder.lines, file=file, source_text=builder.source_text)
 
 
 def parse_value(text: str, source: str) -> Any:
     """Parse one YAML scalar or flow value (`2`, `[cuda, nccl]`, `{a: 1}`); errors name `source`."""
+    return parse_value_with_source(text, source)[0]
+
+
+def parse_value_with_source(text: str, source: str) -> tuple[Any, dict[KeyPath, str]]:
+    """parse_value, and the source text of its scalars as YamlDoc.source_text has it (paths
+    relative to the value)."""
     node = _compose(text, source, with_line=False)
     if node is None:
-        return None
-    return _Builder(source, with_line=False).build(node, ())
+        return None, {}
+    builder = _Builder(source, with_line=False)
+    return builder.build(node, ()), builder.source_text
 
 
 def _compose(text: str, file: str, *, with_line: bool = True) -> yaml.Node | None:
@@ -197,6 +208,7 @@ class _Builder:
         self.file = file
         self.with_line = with_line
         self.lines: dict[KeyPath, int] = {}
+        self.source_text: dict[KeyPath, str] = {}
         self.count = 0
         self.constructor = yaml.SafeLoader("")
         self.active: set[int] = set()
@@ -214,7 +226,10 @@ class _Builder:
             raise self.error(f"too many values (over {MAX_NODES}; an alias loop?)", node)
         if isinstance(node, yaml.ScalarNode):
             try:
-                return self.constructor.construct_object(node, deep=True)
+                value = self.constructor.construct_object(node, deep=True)
+                if node.style is None and value is not None and not isinstance(value, str):
+                    self.source_text[path] = str(node.value)
+                return value
             except Exception as err:
                 # PyYAML's constructors raise more than YAMLError: ValueError for a date like
                 # 2001-13-45 or an integer of over 4300 digits, KeyError for `!!bool maybe`

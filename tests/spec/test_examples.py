@@ -46,15 +46,15 @@ def test_most_examples_use_the_bundled_trainer() -> None:
 @pytest.mark.parametrize("path", TRAINER_EXAMPLES, ids=lambda path: path.name)
 def test_trainer_accepts_the_example_config(path: Path) -> None:
     """run.train.config and its overrides exist in train/configs (checked by the trainer)."""
-    from train.config import load_config
+    from jobkit.trainer_check import trainer_overrides
+    from train.config import load_config, parse_set_value
 
     spec = load_spec(path, profile_dirs=[]).spec
     assert spec.run.train is not None
-    overrides = [f"{key}={value}" for key, value in spec.run.train.overrides.items()]
-    loaded = load_config(spec.run.train.config, overrides)
+    loaded = load_config(spec.run.train.config, trainer_overrides(spec.run.train.overrides))
     for key, value in spec.run.train.overrides.items():
         section, name = key.split(".")
-        assert getattr(getattr(loaded.config, section), name) == value
+        assert getattr(getattr(loaded.config, section), name) == parse_set_value(str(value))
 
 
 def test_examples_ask_for_what_the_brief_says() -> None:

@@ -129,7 +129,8 @@ def test_set_values_are_yaml(site: Path) -> None:
     assert spec.resources.exclusive is True
     assert spec.resources.time == 3600
     assert spec.run.train is not None
-    assert spec.run.train.overrides == {"train.steps": 50}
+    # Overrides are text, as written: the trainer parses `--set train.steps=50` itself.
+    assert spec.run.train.overrides == {"train.steps": "50"}
     assert spec.env.vars["NCCL_DEBUG"] == "INFO"
     assert spec.scheduler.mail_type == ["END", "FAIL"]
 

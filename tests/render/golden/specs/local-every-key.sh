@@ -109,7 +109,8 @@ jobkit_node() {
   # env.setup: the user's own shell lines, run as written (the one unquoted field).
   export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
   set -u
-  # Variables for the program (env.vars, the NCCL preset and overrides, env.debug).
+  # Variables for the program (the GPU request, the NCCL preset and overrides, env.debug,
+  # env.vars).
   export RUN_NAME='first try'
   cd -- src
   echo "jobkit: host $rank ($(hostname)) of $JOBKIT_NNODES: torchrun with $JOBKIT_NPROC_PER_NODE process(es)"

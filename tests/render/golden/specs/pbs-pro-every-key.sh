@@ -163,7 +163,9 @@ jobkit_node() {
   # env.setup: the user's own shell lines, run as written (the one unquoted field).
   source /etc/site-setup.sh
   set -u
-  # Variables for the program (env.vars, the NCCL preset and overrides, env.debug).
+  # Variables for the program (the GPU request, the NCCL preset and overrides, env.debug,
+  # env.vars).
+  export JOBKIT_GPUS_PER_NODE=4
   export NCCL_IB_DISABLE=1
   export NCCL_SOCKET_IFNAME=eth0,eth1
   export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1

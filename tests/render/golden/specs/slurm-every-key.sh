@@ -148,7 +148,9 @@ export PATH
 ulimit -n 65536
 export HF_HOME=$SCRATCH/hf
 set -u
-# Variables for the program (env.vars, the NCCL preset and overrides, env.debug).
+# Variables for the program (the GPU request, the NCCL preset and overrides, env.debug,
+# env.vars).
+export JOBKIT_GPUS_PER_NODE=8
 export NCCL_IB_DISABLE=0
 export NCCL_SOCKET_IFNAME=ib0
 export NCCL_IB_HCA=mlx5

@@ -89,7 +89,8 @@ if ! [[ -x "$jobkit_python" ]]; then
 fi
 PATH="${jobkit_python%/*}:$PATH"
 export PATH
-# Variables for the program (env.vars, the NCCL preset and overrides, env.debug).
+# Variables for the program (the GPU request, the NCCL preset and overrides, env.debug,
+# env.vars).
 export NCCL_IB_DISABLE=1
 
 echo "jobkit: job $JOBKIT_JOB_ID ($SLURM_JOB_NAME) on $JOBKIT_NNODES node(s): ${jobkit_hosts[*]}"

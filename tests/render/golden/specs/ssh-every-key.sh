@@ -99,7 +99,8 @@ jobkit_node() {
   PATH="${jobkit_python%/*}:$PATH"
   export PATH
   set -u
-  # Variables for the program (env.vars, the NCCL preset and overrides, env.debug).
+  # Variables for the program (the GPU request, the NCCL preset and overrides, env.debug,
+  # env.vars).
   export NCCL_IB_DISABLE=1
   export NCCL_SOCKET_IFNAME=eno1
   export TORCH_DISTRIBUTED_DEBUG=DETAIL
