@@ -106,6 +106,7 @@ def template_context(spec: JobSpec, interpreter: Interpreter | None = None) -> d
         "nodes": spec.resources.nodes,
         "procs_per_node": spec.procs_per_node,
         "tasks_per_node": spec.tasks_per_node,
+        "cpus_per_task": spec.cpus_per_scheduler_task,
         "world_size": spec.world_size,
         "program": program_argv(spec, chosen),
         "interpreter": chosen,
@@ -136,8 +137,8 @@ def program_argv(spec: JobSpec, interpreter: Interpreter | None = None) -> list[
 
 
 def env_exports(spec: JobSpec) -> list[tuple[str, str]]:
-    """Exported variables, later sources winning: the GPU request, NCCL preset, debug,
-    torchrun restart fix, nccl.vars, env.vars."""
+    """Exported variables, later sources winning: the GPU request, NCCL preset, threads per
+    process, debug, torchrun restart fix, nccl.vars, env.vars."""
     nccl = spec.env.nccl
     exports: dict[str, str] = {}
     if spec.resources.gpus_per_node:
@@ -151,6 +152,12 @@ def env_exports(spec: JobSpec) -> list[tuple[str, str]]:
         exports["NCCL_SOCKET_IFNAME"] = nccl.socket_ifname
     if nccl.ib_hca:
         exports["NCCL_IB_HCA"] = nccl.ib_hca
+    threads = spec.cpus_per_process
+    if threads is not None:
+        exports["OMP_NUM_THREADS"] = str(threads)
+    elif spec.launch.launcher == "torchrun" and spec.procs_per_node > 1:
+        # What torchrun sets anyway for several processes, said here: no warning banner.
+        exports["OMP_NUM_THREADS"] = "1"
     if spec.env.debug:
         exports.update(DEBUG_VARS)
     if spec.launch.launcher == "torchrun" and spec.launch.max_restarts > 0:

@@ -167,7 +167,21 @@ class Resources(StrictModel):
         description="Scheduler tasks per node. Default: 1 for torchrun, nproc_per_node for"
         " srun/mpirun.",
     )
-    cpus_per_task: int | None = Field(None, ge=1, le=4096, description="CPUs per task.")
+    cpus_per_process: int | None = Field(
+        None,
+        ge=1,
+        le=4096,
+        description='CPU cores for each training process ("cores per GPU"); jobkit asks the'
+        " scheduler for the right per-task count whatever the launcher, and sets"
+        " OMP_NUM_THREADS to it.",
+    )
+    cpus_per_task: int | None = Field(
+        None,
+        ge=1,
+        le=4096,
+        description="CPUs per scheduler task, as given (one task per node with torchrun, one per"
+        " process with srun/mpirun); prefer cpus_per_process.",
+    )
     mem: MemoryMB | None = Field(None, description="Memory per node: 32G, 500M, or megabytes.")
     time: DurationSeconds | None = Field(
         None, description="Wall-time limit: minutes, HH:MM:SS or D-HH:MM:SS."
@@ -386,6 +400,29 @@ class JobSpec(StrictModel):
         """Total training processes."""
         return self.resources.nodes * self.procs_per_node
 
+    @property
+    def cpus_per_scheduler_task(self) -> int | None:
+        """CPUs to ask for each scheduler task: cpus_per_task as given, else cpus_per_process
+        times the processes a task starts (all of a node's with torchrun, one with srun,
+        mpirun and submitit)."""
+        res = self.resources
+        if res.cpus_per_task is not None or res.cpus_per_process is None:
+            return res.cpus_per_task
+        if self.backend == "submitit":
+            return res.cpus_per_process
+        return res.cpus_per_process * self.procs_per_node // self.tasks_per_node
+
+    @property
+    def cpus_per_process(self) -> int | None:
+        """CPU cores of each training process: cpus_per_process, or a task's cpus_per_task
+        shared by the processes it starts; None when neither is given."""
+        res = self.resources
+        if res.cpus_per_process is not None or res.cpus_per_task is None:
+            return res.cpus_per_process
+        if self.backend == "submitit":
+            return res.cpus_per_task
+        return max(1, res.cpus_per_task * self.tasks_per_node // self.procs_per_node)
+
 
 class CrossFieldError(ValueError):
     """A cross-field check failed; `key` names the field the message is about."""
@@ -441,6 +478,12 @@ def check_cross_fields(spec: JobSpec) -> None:
             "launch.nproc_per_node",
             f"must not exceed resources.gpus_per_node ({res.gpus_per_node}) on a GPU job"
             f" (got {spec.procs_per_node})",
+        )
+    if res.cpus_per_process is not None and res.cpus_per_task is not None:
+        raise CrossFieldError(
+            "resources.cpus_per_process",
+            "give resources.cpus_per_process or resources.cpus_per_task, not both (cpus_per_task"
+            " is per scheduler task: one per node with torchrun, one per process otherwise)",
         )
     if res.gpu_type and not res.gpus_per_node:
         raise CrossFieldError("resources.gpu_type", "needs resources.gpus_per_node >= 1")

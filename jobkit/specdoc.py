@@ -243,21 +243,51 @@ Checks across keys (each reported at the key named first):
 - `launch.master_port`: 1024 to 65535.
 - `resources.gpu_type` needs `resources.gpus_per_node`; `scheduler.mail_type` needs
   `scheduler.mail_user`.
+- `resources.cpus_per_process`: not together with `resources.cpus_per_task`.
 - `logs.dir`: no `%` with backend `submitit` (submitit reads `%j`, `%t`... in its folder;
   a submission folder with `%` is refused at submit).
 - Any string that reaches a script (names, paths, commands, variables) must not hold a
   newline, carriage return or NUL.
 
+## CPUs: `cpus_per_process` and `cpus_per_task`
+
+`resources.cpus_per_process` is what the seeds' "CPU cores per GPU" means: the cores of each
+training process, whatever the launcher. jobkit asks the scheduler for the per-task count that
+gives each process that many, and exports `OMP_NUM_THREADS` with it (your `env.vars` win).
+`resources.cpus_per_task` is passed as given, per scheduler task, so its meaning changes with
+the launcher; give one of the two, not both. With `nproc_per_node: 4` and
+`cpus_per_process: 8`:
+
+| backend | launcher | scheduler tasks per node | CPUs asked for each task | OMP_NUM_THREADS |
+|---------|----------|--------------------------|--------------------------|-----------------|
+| slurm | torchrun | 1 | `--cpus-per-task=32` (also on the `srun` of the torchruns) | 8 |
+| slurm | srun, mpirun | 4 | `--cpus-per-task=8` | 8 |
+| pbs (Pro) | torchrun | 1 | `select=N:ncpus=32:mpiprocs=1` | 8 |
+| pbs (Pro) | mpirun | 4 | `select=N:ncpus=32:mpiprocs=4` | 8 |
+| pbs (Torque) | torchrun | 1 | `nodes=N:ppn=32` | 8 |
+| submitit | (one task per process) | 4 | `cpus_per_task=8` | 8 |
+| local, ssh | torchrun | - | nothing to ask | 8 |
+
+Neither given: nothing is asked for (PBS: 1 CPU per task), and a torchrun starting several
+processes gets `OMP_NUM_THREADS=1` (what torchrun sets anyway, without its warning banner).
+
 ## Value formats
 
 - **duration** (`resources.time`): minutes as a number (`90`), `HH:MM:SS`, `D-HH:MM:SS` or
-  `D-HH`. Quote values with colons in YAML (`time: "24:00:00"`).
+  `D-HH`, as Slurm reads them. Unquoted is fine: `time: 24:00:00` is a day (YAML 1.1 alone
+  would read the base-60 number 86400). `M:SS` (`1:30`) is refused as ambiguous.
 - **memory size** (`resources.mem`): `32G`, `500M`, `1.5T`, `64GB`, or a number of megabytes.
 - **array range** (`scheduler.array`): `0-9`, `1,3,5`, `0-99:2`, `0-99%10` (at most 10 at once).
 - **SIGNAL@SECONDS** (`scheduler.signal`): `USR2@120` sends SIGUSR2 120 s before the time limit.
 - **command** (`run.command`): a list of arguments, or one string split like a shell would
   (quotes group words; nothing is expanded).
-- A number where text is expected is taken as text (`account: 12345`).
+- Text is taken as written, quoted or not: `account: 0123` is "0123" (not YAML 1.1's octal 83),
+  `env.vars: {TAG: 1.10}` exports `1.10`, `partition: on` is the partition "on", trainer
+  overrides reach `--set` as written (`optim.lr: 3.0e-4`).
+- Numbers (`resources.nodes`, ports...) refuse the forms YAML 1.1 reads surprisingly: `010`
+  (octal 8) and `1:30` (base-60 90) are errors that say how to write the number.
+- Booleans take YAML's words (`yes`/`no`/`on`/`off`/`true`/`false`); `~`, `null` or nothing
+  means "not set".
 - Keys are taken as written: `on:` is the key `on`, not `true`.
 
 ## Layers

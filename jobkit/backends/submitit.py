@@ -90,8 +90,8 @@ def executor_parameters(spec: JobSpec, token: str) -> dict[str, Any]:
     }
     if res.partition:
         params["slurm_partition"] = res.partition
-    if res.cpus_per_task:
-        params["cpus_per_task"] = res.cpus_per_task
+    if spec.cpus_per_scheduler_task:
+        params["cpus_per_task"] = spec.cpus_per_scheduler_task
     if res.gpus_per_node:
         if res.gpu_type:
             params["slurm_gres"] = f"gpu:{res.gpu_type}:{res.gpus_per_node}"

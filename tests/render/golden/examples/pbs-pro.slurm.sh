@@ -115,6 +115,7 @@ set -u
 # Variables for the program (the GPU request, the NCCL preset and overrides, env.debug,
 # env.vars).
 export JOBKIT_GPUS_PER_NODE=1
+export OMP_NUM_THREADS=8
 
 echo "jobkit: job $JOBKIT_JOB_ID ($SLURM_JOB_NAME) on $JOBKIT_NNODES node(s): ${jobkit_hosts[*]}"
 echo "jobkit: master $MASTER_ADDR:$MASTER_PORT, 1 process(es) per node, restart count ${SLURM_RESTART_COUNT:-0}"

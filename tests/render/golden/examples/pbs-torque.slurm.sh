@@ -91,6 +91,9 @@ if ! [[ -x "$jobkit_python" ]]; then
 fi
 PATH="${jobkit_python%/*}:$PATH"
 export PATH
+# Variables for the program (the GPU request, the NCCL preset and overrides, env.debug,
+# env.vars).
+export OMP_NUM_THREADS=1
 
 echo "jobkit: job $JOBKIT_JOB_ID ($SLURM_JOB_NAME) on $JOBKIT_NNODES node(s): ${jobkit_hosts[*]}"
 echo "jobkit: master $MASTER_ADDR:$MASTER_PORT, 2 process(es) per node, restart count ${SLURM_RESTART_COUNT:-0}"

@@ -84,6 +84,9 @@ jobkit_node() {
   fi
   PATH="${jobkit_python%/*}:$PATH"
   export PATH
+  # Variables for the program (the GPU request, the NCCL preset and overrides, env.debug,
+  # env.vars).
+  export OMP_NUM_THREADS=1
   echo "jobkit: host $rank ($(hostname)) of $JOBKIT_NNODES: torchrun with $JOBKIT_NPROC_PER_NODE process(es)"
   # A background child of a non-interactive shell is not a group leader, so setsid turns it
   # into one in place: its pid is the new process-group id.

@@ -101,6 +101,7 @@ jobkit_node() {
   # Variables for the program (the GPU request, the NCCL preset and overrides, env.debug,
   # env.vars).
   export JOBKIT_GPUS_PER_NODE=2
+  export OMP_NUM_THREADS=4
   echo "jobkit: host $rank ($(hostname)) of $JOBKIT_NNODES: torchrun with $JOBKIT_NPROC_PER_NODE process(es)"
   # A background child of a non-interactive shell is not a group leader, so setsid turns it
   # into one in place: its pid is the new process-group id.

@@ -5,7 +5,7 @@
 #SBATCH --job-name=slurm-gpu
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=1
-#SBATCH --cpus-per-task=4
+#SBATCH --cpus-per-task=8
 #SBATCH --gres=gpu:2
 #SBATCH --mem=32G
 #SBATCH --time=1-00:00:00
@@ -112,6 +112,7 @@ set -u
 # Variables for the program (the GPU request, the NCCL preset and overrides, env.debug,
 # env.vars).
 export JOBKIT_GPUS_PER_NODE=2
+export OMP_NUM_THREADS=4
 
 echo "jobkit: job $JOBKIT_JOB_ID ($SLURM_JOB_NAME) on $JOBKIT_NNODES node(s): ${jobkit_hosts[*]}"
 echo "jobkit: master $MASTER_ADDR:$MASTER_PORT, 2 process(es) per node, restart count ${SLURM_RESTART_COUNT:-0}"
@@ -128,7 +129,7 @@ rm -f -- "$JOBKIT_RUN_DIR/requeue-requested" "$JOBKIT_RUN_DIR/exit_code" \
 rm -rf -- "$JOBKIT_RUN_DIR/ranks"
 mkdir -p -- "$JOBKIT_RUN_DIR/ranks"
 srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 \
-    --cpus-per-task=4 \
+    --cpus-per-task=8 \
     --output="${JOBKIT_RUN_DIR//%/%%}/node-%n.out" \
     sh -c 'export JOBKIT_NODE_INDEX=$SLURM_NODEID; exec torchrun "$@"' torchrun \
     --nnodes "$SLURM_JOB_NUM_NODES" --nproc-per-node 2 \

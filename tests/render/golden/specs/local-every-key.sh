@@ -111,6 +111,7 @@ jobkit_node() {
   set -u
   # Variables for the program (the GPU request, the NCCL preset and overrides, env.debug,
   # env.vars).
+  export OMP_NUM_THREADS=1
   export RUN_NAME='first try'
   cd -- src
   echo "jobkit: host $rank ($(hostname)) of $JOBKIT_NNODES: torchrun with $JOBKIT_NPROC_PER_NODE process(es)"

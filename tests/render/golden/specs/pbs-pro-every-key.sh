@@ -168,6 +168,7 @@ jobkit_node() {
   export JOBKIT_GPUS_PER_NODE=4
   export NCCL_IB_DISABLE=1
   export NCCL_SOCKET_IFNAME=eth0,eth1
+  export OMP_NUM_THREADS=4
   export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
   export DATA='/scratch/data set'
   cd -- /scratch/run

@@ -103,6 +103,7 @@ jobkit_node() {
   # env.vars).
   export NCCL_IB_DISABLE=1
   export NCCL_SOCKET_IFNAME=eno1
+  export OMP_NUM_THREADS=1
   export TORCH_DISTRIBUTED_DEBUG=DETAIL
   export TORCH_CPP_LOG_LEVEL=INFO
   export TORCH_SHOW_CPP_STACKTRACES=1
