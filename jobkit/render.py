@@ -30,7 +30,7 @@ TEMPLATE_FOR_BACKEND = {
     "ssh": "ssh/launch.sh.j2",
     "local": "ssh/launch.sh.j2",
 }
-"""The main template of each backend (submitit renders no script)."""
+"""The main template of each backend (submitit writes its own file: backends/submitit.py)."""
 
 REQUEUE_EXIT_CODE = 75
 """EX_TEMPFAIL: the trainer's "checkpoint saved, requeue me" exit code (docs/design.md)."""
@@ -66,7 +66,7 @@ class TemplateError(JobkitError):
 def render(
     spec: JobSpec, template_dir: Path | None = None, interpreter: Interpreter | None = None
 ) -> str:
-    """The script for `spec.backend` ('' for submitit, which renders no script).
+    """The script for `spec.backend` ("" for submitit: backends/submitit.py sbatch_text).
 
     `template_dir` (a site's templates) is searched before the built-in ones; `interpreter`
     is env.python's choice (default: chosen from this process's environment).
@@ -153,9 +153,10 @@ def env_exports(spec: JobSpec) -> list[tuple[str, str]]:
     if nccl.ib_hca:
         exports["NCCL_IB_HCA"] = nccl.ib_hca
     threads = spec.cpus_per_process
+    submitit = spec.backend == "submitit"  # one task per process: no torchrun
     if threads is not None:
         exports["OMP_NUM_THREADS"] = str(threads)
-    elif spec.launch.launcher == "torchrun" and spec.procs_per_node > 1:
+    elif spec.launch.launcher == "torchrun" and spec.procs_per_node > 1 and not submitit:
         # What torchrun sets anyway for several processes, said here: no warning banner.
         exports["OMP_NUM_THREADS"] = "1"
     if spec.env.debug:

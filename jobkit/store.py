@@ -488,7 +488,8 @@ class Store:
                 raise RegistryError(f"no tracked job {jobkit_id!r}")
             merged = json.loads(row["extra"])
             merged.update(extra or {})
-            new_state = State.QUEUED.value if row["state"] == SUBMITTING else row["state"]
+            unsettled = (SUBMITTING, State.UNKNOWN.value)  # UNKNOWN: a lost reply, found
+            new_state = State.QUEUED.value if row["state"] in unsettled else row["state"]
             conn.execute(
                 "UPDATE jobs SET scheduler_id = ?, submit_argv = ?, submitted_at = ?,"
                 " log_paths = ?, extra = ?, state = ?, state_source = ?, observed_at = ?"
@@ -529,6 +530,24 @@ class Store:
                 (State.FAILED.value, source, reason, at, at, jobkit_id),
             )
             _add_history(conn, jobkit_id, at, State.FAILED.value, None, source, reason)
+
+        self._write(update)
+        return self.get(jobkit_id)
+
+    def mark_fate_unknown(
+        self, jobkit_id: str, reason: str, *, now: float | None = None
+    ) -> JobRecord:
+        """The scheduler may have taken the job, but it cannot be found: UNKNOWN, no id, a
+        reason; `reconcile_submissions` keeps looking for it."""
+        at = time.time() if now is None else now
+
+        def update(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE jobs SET state = ?, raw_state = NULL, state_source = ?, reason = ?,"
+                " observed_at = ? WHERE jobkit_id = ? AND state = ?",
+                (State.UNKNOWN.value, "jobkit", reason, at, jobkit_id, SUBMITTING),
+            )
+            _add_history(conn, jobkit_id, at, State.UNKNOWN.value, None, "jobkit", reason)
 
         self._write(update)
         return self.get(jobkit_id)
@@ -714,9 +733,12 @@ class Store:
         return records[:limit] if limit is not None else records
 
     def submitting(self) -> list[JobRecord]:
-        """Jobs whose intent is recorded but whose scheduler id is not (yet) known."""
+        """Jobs whose intent is recorded but whose scheduler id is not (yet) known: those
+        SUBMITTING, and those whose submission's fate is unknown (UNKNOWN, no id)."""
         rows = self._read(
-            "SELECT * FROM job_rows WHERE state = ? ORDER BY created_at", (SUBMITTING,)
+            "SELECT * FROM job_rows WHERE state = ? OR (state = ? AND scheduler_id IS NULL)"
+            " ORDER BY created_at",
+            (SUBMITTING, State.UNKNOWN.value),
         )
         return [_record(r) for r in rows]
 

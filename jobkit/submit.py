@@ -58,10 +58,15 @@ class Plan:
         }
 
 
-def render_script(spec: JobSpec, template_dir: Path | None = None) -> str:
-    """The script `jobkit render` prints for this spec ('' for submitit, which has none)."""
+def render_script(
+    spec: JobSpec, template_dir: Path | None = None, workdir: Path | None = None
+) -> str:
+    """The script `jobkit render` prints for this spec: the template's, or for submitit the
+    sbatch file submitit writes (its folder is absolute: under `workdir`, default the cwd)."""
     if spec.backend == "submitit":
-        return ""
+        from jobkit.backends.submitit import sbatch_text
+
+        return sbatch_text(spec, workdir or Path.cwd())
     from jobkit.render import render
 
     return render(spec, template_dir=template_dir)
@@ -69,7 +74,7 @@ def render_script(spec: JobSpec, template_dir: Path | None = None) -> str:
 
 def plan_submission(spec: JobSpec, *, workdir: Path, template_dir: Path | None = None) -> Plan:
     """Render the script and work out the submit command; runs nothing, records nothing."""
-    script = render_script(spec, template_dir)
+    script = render_script(spec, template_dir, workdir.resolve())
     backend = get_backend(spec.backend)
     placeholder = _request(
         spec,
@@ -241,7 +246,7 @@ def reconcile_submissions(store: Store, *, now: float | None = None) -> Reconcil
     at = time.time() if now is None else now
     orphans: dict[str, list[JobRecord]] = defaultdict(list)
     for record in store.submitting():
-        alive = submitter_alive(record)
+        alive = submitter_alive(record) if record.state == SUBMITTING else False
         age = at - record.created_at
         if alive or (alive is None and age < ORPHAN_AGE_S):
             continue
@@ -261,15 +266,25 @@ def reconcile_submissions(store: Store, *, now: float | None = None) -> Reconcil
             scheduler_id = found.get(record.token)
             if scheduler_id is not None:
                 adopted.append(_adopt(store, backend, record, scheduler_id))
-            elif at - record.created_at >= LOST_AFTER_S:
-                lost.append(
-                    store.mark_failed(
-                        record.jobkit_id,
-                        "submission lost: jobkit stopped before the scheduler answered, and"
-                        " no job with its token was found",
-                    )
-                )
+            elif at - record.created_at >= LOST_AFTER_S and record.state == SUBMITTING:
+                lost.append(_give_up(store, backend, record))
     return Reconciled(adopted, lost, errors)
+
+
+def _give_up(store: Store, backend: Backend, record: JobRecord) -> JobRecord:
+    """A submission nobody found: FAILED where a lost reply means a lost job; of unknown fate
+    where the scheduler may have taken it unseen (PBS)."""
+    if getattr(backend, "lost_reply_fate_unknown", False):
+        return store.mark_fate_unknown(
+            record.jobkit_id,
+            "submission reply lost: the scheduler may have accepted it, but no job of its"
+            " was found (check qstat; jobkit keeps looking)",
+        )
+    return store.mark_failed(
+        record.jobkit_id,
+        "submission lost: jobkit stopped before the scheduler answered, and no job with its"
+        " token was found",
+    )
 
 
 def _find_submissions(backend: Backend, records: Sequence[JobRecord]) -> dict[str, str]:
@@ -310,7 +325,7 @@ def _adopt(store: Store, backend: Backend, record: JobRecord, scheduler_id: str)
     except ValueError:
         pass  # a spec this jobkit cannot read back: adopt without log paths
     current = store.get(record.jobkit_id)
-    if current.state != SUBMITTING:
+    if current.state != SUBMITTING and current.scheduler_id is not None:
         return current
     return store.mark_submitted(
         record.jobkit_id,

@@ -162,6 +162,21 @@ def observe_pro(attrs: Mapping[str, Any]) -> Observation:
     )
 
 
+def match_submissions(
+    jobs: Mapping[str, Mapping[str, Any]], requests: Mapping[str, SubmitRequest]
+) -> dict[str, str]:
+    """token -> job id for the jobs whose submit arguments (`Submit_arguments`, Torque's
+    `submit_args`) name a request's script (jobkit's job folder is unique to each job)."""
+    wanted = {str(request.script_path): token for token, request in requests.items()}
+    found: dict[str, str] = {}
+    for job_id, attrs in jobs.items():
+        submitted = str(attrs.get("Submit_arguments") or attrs.get("submit_args") or "")
+        for word in submitted.split():
+            if word in wanted:
+                found[wanted[word]] = job_id
+    return found
+
+
 def _requeues(run_count: Any) -> int | None:
     count = _int(run_count)
     return max(count - 1, 0) if count is not None else None
@@ -171,6 +186,10 @@ class PbsBackend:
     """PBS Pro / Torque: qsub / qstat / qdel."""
 
     name = "pbs"
+    lost_reply_fate_unknown = True
+    """A qsub whose reply was lost and whose job `find_launched` cannot see may still have
+    been accepted (qstat forgets finished jobs; Slurm's Torque wrappers show no submit
+    arguments): such a submission is recorded as of unknown fate, never as FAILED."""
 
     def submit_argv(self, request: SubmitRequest) -> list[str]:
         """`qsub <script>`, run in the submission directory."""
@@ -182,9 +201,7 @@ class PbsBackend:
         done = proc.run(argv, timeout=SUBMIT_TIMEOUT_S, cwd=request.workdir)
         scheduler_id = parse_qsub_output(argv, done.stdout, done.stderr)
         paths = self.log_paths(request, scheduler_id)
-        extra = {"pbs_flavor": request.spec.scheduler.pbs_flavor, "run_dir": paths["run_dir"]}
-        if request.spec.scheduler.array:
-            extra["array"] = request.spec.scheduler.array
+        extra = self.submit_extra(request, scheduler_id)
         return Submitted(scheduler_id=scheduler_id, argv=argv, log_paths=paths, extra=extra)
 
     @staticmethod
@@ -198,6 +215,34 @@ class PbsBackend:
             "err": str(logs_dir / f"{stem}.err"),
             "run_dir": str(logs_dir / stem),
         }
+
+    def find_launched(self, requests: Mapping[str, SubmitRequest]) -> dict[str, str]:
+        """token -> PBS id of submissions whose qsub reply was lost, found by their script's
+        path (in jobkit's job folder, unique to the job) in qstat's submit arguments
+        (`Submit_arguments`, Torque's `submit_args`): one qstat of all jobs per flavor."""
+        found: dict[str, str] = {}
+        groups: dict[str, dict[str, SubmitRequest]] = defaultdict(dict)
+        for token, request in requests.items():
+            groups[request.spec.scheduler.pbs_flavor][token] = request
+        for flavor, group in groups.items():
+            if flavor == "pro":
+                argv = ["qstat", "-f", "-F", "json", "-x"]
+                jobs = _parse_or_fail(argv, self._qstat(argv), parse_pro_json)
+            else:
+                argv = ["qstat", "-f"]
+                jobs = _parse_or_fail(argv, self._qstat(argv), parse_torque_text)
+            found.update(match_submissions(jobs, group))
+        return found
+
+    def submit_extra(self, request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
+        """What `submit` records beside the id (for a job adopted after a lost reply)."""
+        extra = {
+            "pbs_flavor": request.spec.scheduler.pbs_flavor,
+            "run_dir": self.log_paths(request, scheduler_id)["run_dir"],
+        }
+        if request.spec.scheduler.array:
+            extra["array"] = request.spec.scheduler.array
+        return extra
 
     def poll(self, jobs: Sequence[TrackedJob]) -> dict[str, Observation]:
         """One qstat per flavor in use (usually one) for all the jobs."""

@@ -47,6 +47,33 @@ def folder_pattern(spec: JobSpec, workdir: Path) -> str:
     return str(logs_dir / f"{spec.name}-%j")
 
 
+TOKEN_PLACEHOLDER = "SUBMISSION_TOKEN"
+"""Stands for the submission token in a rendered script (it exists only at submit time;
+letters and _ only, so that it is quoted like a real token)."""
+
+RENDER_NOTE = """\
+# submitit's sbatch file for this job, as `jobkit submit` has submitit write it: submitit
+# writes and submits this file itself, beside the pickled call to run, in the folder on
+# the srun line ({placeholder} stands for the submission token, made at submit time).
+"""
+
+
+def sbatch_text(spec: JobSpec, workdir: Path, token: str = TOKEN_PLACEHOLDER) -> str:
+    """The sbatch file submitit would write for `spec` (nothing is submitted or written),
+    with jobkit's note after the first line."""
+    import submitit
+
+    executor = submitit.AutoExecutor(folder=folder_pattern(spec, workdir), cluster="slurm")
+    try:
+        executor.update_parameters(**executor_parameters(spec, token))
+    except ValueError as err:
+        raise JobkitError(f"submitit refused the parameters: {err}") from None
+    slurm: Any = executor._executor  # the SlurmExecutor behind the AutoExecutor
+    text: str = slurm._make_submission_file_text(slurm._submitit_command_str, "render")
+    first, _, rest = text.partition("\n")
+    return f"{first}\n{RENDER_NOTE.format(placeholder=TOKEN_PLACEHOLDER)}{rest}"
+
+
 def _directive(word: str) -> tuple[str, Any]:
     if not word.startswith("--") or len(word) < 3:
         raise SpecError(

@@ -43,15 +43,6 @@ def submit_command(spec: JobSpec, script_path: Path) -> list[str]:
     return get_backend(spec.backend).submit_argv(request)
 
 
-def submitit_has_no_script() -> UsageError:
-    """The error for `render` with backend submitit."""
-    return UsageError(
-        "backend submitit has no batch script to render: submitit pickles a Python call and"
-        " writes its own sbatch file at submit time (use --backend slurm to see jobkit's"
-        " script for the same job)"
-    )
-
-
 @click.command()
 @spec_options
 @click.option(
@@ -68,14 +59,17 @@ def submitit_has_no_script() -> UsageError:
 def render(spec_args: SpecArgs, output: str | None, show_command: bool) -> None:
     """Print the batch script for SPEC: exactly what `jobkit submit` sends. Runs nothing."""
     loaded = spec_args.load()
-    if loaded.spec.backend == "submitit":
-        raise submitit_has_no_script()
     from jobkit.trainer_check import check_trainer_config
 
     check_trainer_config(loaded, Path.cwd())
-    from jobkit.render import render as render_script
+    if loaded.spec.backend == "submitit":
+        from jobkit.backends.submitit import sbatch_text
 
-    script = render_script(loaded.spec, template_dir=loaded.template_dir)
+        script = sbatch_text(loaded.spec, Path.cwd())
+    else:
+        from jobkit.render import render as render_template
+
+        script = render_template(loaded.spec, template_dir=loaded.template_dir)
     if output is None:
         sys.stdout.write(script)
         sys.stdout.flush()

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from jobkit.backends.base import TrackedJob
+from jobkit.backends.base import SubmitRequest, TrackedJob
 from jobkit.backends.pbs import (
     _match_ids,
     hosts_of,
+    match_submissions,
     observe_pro,
     observe_torque,
     parse_hms,
@@ -35,6 +36,37 @@ from tests.manager.helpers import (
 )
 
 DATA = Path(__file__).parent / "data"
+
+
+def _request(job_dir: str) -> SubmitRequest:
+    from jobkit.schema import JobSpec
+
+    spec = JobSpec.model_validate({"name": "train-big", "backend": "pbs", "run": {"command": "x"}})
+    folder = Path(job_dir)
+    return SubmitRequest("jk", spec, "", folder / "job.sh", folder, Path("/w"), "tok")
+
+
+def test_lost_qsub_reply_is_adopted_from_the_submit_arguments() -> None:
+    """RECORDED, not live (PBS Pro cannot run here; Slurm's Torque wrappers show no submit
+    arguments, see tests/reliability/test_crashes.py): the job whose Submit_arguments name the
+    script in jobkit's job folder is the lost submission."""
+    jobs = parse_pro_json((DATA / "pbspro_qstat_f_F_json_x.json").read_text())
+    found = match_submissions(
+        jobs,
+        {
+            "tok-a": _request("/home/alice/.local/state/jobkit/jobs/jk1a2b3"),
+            "tok-b": _request("/home/alice/.local/state/jobkit/jobs/jk1a2b"),  # a prefix only
+        },
+    )
+    assert found == {"tok-a": "1001.pbs01"}
+    torque = parse_torque_text(
+        # Torque text wraps a long value mid-word on a tab-indented line.
+        "Job Id: 77.head\n    Job_Name = x\n    submit_args = -q batch /home/bob/.local/state/jo\n"
+        "\tbs/jkzz9/job.sh\n"
+    )
+    assert match_submissions(
+        torque, {"t": _request("/home/bob/.local/state/jobkit/jobs/jkzz9")}
+    ) == {"t": "77.head"}
 
 
 def test_pbs_pro_json_recorded_sample() -> None:

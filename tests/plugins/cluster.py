@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from jobkit.backends.pbs import UNKNOWN_JOB_RC
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_SCRIPTS = REPO_ROOT / "tests" / "cluster"
 DEFAULT_STATE_DIR = Path("/var/lib/jobkit-cluster")
@@ -255,7 +257,10 @@ def probe_pbs() -> Probe:
     if missing:
         return Probe(False, f"Torque wrappers missing: {missing} (slurm-wlm-torque); {START_HINT}")
     done = run_quietly(["qstat"])
-    if done.returncode != 0:
+    # Slurm's qstat wrapper exits 153 (PBSE_UNKJOBID) with no output when no job at all is
+    # in slurmctld's memory: it answered.
+    no_jobs = done.returncode == UNKNOWN_JOB_RC and not (done.stdout + done.stderr).strip()
+    if done.returncode != 0 and not no_jobs:
         return Probe(False, f"qstat does not answer: {_describe(done)}")
     pbs = PbsCluster(
         slurm=slurm.slurm,

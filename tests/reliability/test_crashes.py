@@ -187,6 +187,57 @@ def test_submit_killed_after_the_local_launcher_started_is_adopted(
     tally("crashes: jobkit submit killed after the local launcher started (adopted)", 1)
 
 
+@pytest.mark.pbs
+def test_pbs_submit_killed_after_qsub_is_never_called_failed(
+    workdir: Path, tmp_path: Path, jobkit: Invoke, tally: Callable[[str, int], None]
+) -> None:
+    """qsub accepted the job, then `jobkit submit` was SIGKILLed before recording its id.
+    Slurm's Torque wrappers show no submit arguments in `qstat -f`, so jobkit cannot find the
+    job: after LOST_AFTER_S the row says its fate is unknown (UNKNOWN, with the reason), never
+    FAILED. (Where qstat shows them, PBS Pro and Torque, it is adopted: tests/manager/
+    test_pbs.py, from recorded PBS Pro output.)"""
+    log = tmp_path / "qsub-ids"
+    folder = tmp_path / "crashing-qsub"
+    executable(
+        folder / "qsub",
+        f'#!/bin/bash\nout=$("{real("qsub")}" -h "$@") || exit $?\n'
+        f'echo "$out" >>"{log}"\necho "$out"\nkill -9 "$PPID"\n',
+    )
+    spec = write_spec(
+        workdir / "pbslost.yaml",
+        {
+            "name": "pbslost",
+            "backend": "pbs",
+            "scheduler": {"pbs_flavor": "torque"},
+            "run": {"command": ["true"]},
+        },
+    )
+    done = run_jobkit("submit", str(spec), cwd=workdir, env={"PATH": path_with(folder)})
+    created = log.read_text().split()
+    try:
+        assert done.returncode == -signal.SIGKILL, done
+        assert len(created) == 1  # qsub took it (held: -h), jobkit never heard
+        (row,) = submitting_rows()
+        with Store() as store:
+            early = reconcile_submissions(store, now=row.created_at + 1)
+            assert early.lost == [] and store.get(row.jobkit_id).state == "SUBMITTING"
+            later = reconcile_submissions(store, now=row.created_at + LOST_AFTER_S + 1)
+            (gave_up,) = later.lost
+            assert gave_up.state == "UNKNOWN" and gave_up.scheduler_id is None, gave_up
+            assert gave_up.reason is not None and gave_up.reason.startswith(
+                "submission reply lost: the scheduler may have accepted it"
+            )
+            assert store.get(row.jobkit_id).state == "UNKNOWN"
+            # Still looked for: the next reconcile asks qstat again, and keeps it UNKNOWN.
+            again = reconcile_submissions(store, now=row.created_at + LOST_AFTER_S + 2)
+            assert again.lost == [] and store.get(row.jobkit_id).state == "UNKNOWN"
+    finally:
+        scancel(created)
+    shown = jobkit("status", "--json", row.jobkit_id)
+    assert json.loads(shown.out)[0]["state"] == "UNKNOWN"
+    tally("crashes: jobkit submit SIGKILLed after qsub (fate unknown, not FAILED)", 1)
+
+
 # ---- SIGKILL while writing checkpoints -----------------------------------------------------
 
 

@@ -72,9 +72,7 @@ def test_every_example_renders_for_its_own_backend() -> None:
     """Each example's own backend is among the golden cases (submitit renders no script)."""
     for example in EXAMPLES_DIR.glob("*.yaml"):
         spec = load_spec(example, profile_dirs=[]).spec
-        if spec.backend == "submitit":
-            assert render(spec) == ""
-        else:
+        if spec.backend != "submitit":  # submitit writes its own file (test_cli.py)
             assert (example, spec.backend) in EXAMPLE_CASES
 
 
