@@ -61,7 +61,8 @@ def test_lost_qsub_reply_is_adopted_from_the_submit_arguments() -> None:
     assert found == {"tok-a": "1001.pbs01"}
     torque = parse_torque_text(
         # Torque text wraps a long value mid-word on a tab-indented line.
-        "Job Id: 77.head\n    Job_Name = x\n    submit_args = -q batch /home/bob/.local/state/jobkit/jo\n"
+        "Job Id: 77.head\n    Job_Name = x\n"
+        "    submit_args = -q batch /home/bob/.local/state/jobkit/jo\n"
         "\tbs/jkzz9/job.sh\n"
     )
     assert match_submissions(
