@@ -1,0 +1,102 @@
+"""As a user installs it: the wheel into a fresh virtualenv outside the checkout, examples/
+copied into a project folder, every example run from there with that venv's `jobkit`.
+
+No example names a venv: each job runs with the Python jobkit was run from (env.python auto),
+on this machine, on the two Slurm nodes, over ssh on n1 and n2, and through qsub.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.cli import REPO
+
+pytestmark = [pytest.mark.slurm, pytest.mark.pbs, pytest.mark.ssh, pytest.mark.slow]
+
+CONSTRAINTS = REPO / ".ci" / "constraints.txt"
+STEPS = "run.train.overrides.train.steps=20"
+
+
+def _run(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> str:
+    done = subprocess.run(
+        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert done.returncode == 0, f"{argv}: exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def _clean_env(home: Path) -> dict[str, str]:
+    """The user's shell: no virtualenv active, no Python variables, a registry of its own."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PYTHON", "VIRTUAL_ENV", "CONDA_", "SLURM_", "PBS_", "JOBKIT_"))
+    }
+    env["JOBKIT_HOME"] = str(home)
+    env["JOBKIT_TEMPLATE_CACHE"] = "off"
+    return env
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv (no system site packages) with the built wheel and its `train` extra."""
+    root = tmp_path_factory.mktemp("installed")
+    env = _clean_env(root / "home")
+    venv = root / "venv"
+    _run([sys.executable, "-m", "venv", str(venv)], root, env, 120)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "-q"]
+    started = time.monotonic()
+    _run([*pip, "wheel", "--no-deps", "-w", str(root / "dist"), str(REPO)], root, env, 600)
+    (wheel,) = (root / "dist").glob("jobkit-*.whl")
+    _run([*pip, "install", "-c", str(CONSTRAINTS), f"{wheel}[train]"], root, env, 900)
+    print(f"wheel built and installed with torch in {time.monotonic() - started:.0f} s")
+    return venv
+
+
+def test_the_examples_run_from_a_copied_folder(
+    installed: Path, tmp_path: Path, slurm_cluster: object, ssh_hosts: object
+) -> None:
+    project = tmp_path / "my project"
+    shutil.copytree(REPO / "examples", project / "examples")
+    env = _clean_env(tmp_path / "home")
+    jobkit = str(installed / "bin" / "jobkit")
+    cases = [
+        ("quickstart.yaml", "local"),
+        ("slurm-2node.yaml", "slurm"),
+        ("ssh-2node.yaml", "ssh"),
+        ("pbs-torque.yaml", "pbs"),
+    ]
+    for example, _backend in cases:
+        spec = str(project / "examples" / example)
+        done = subprocess.run(
+            [jobkit, "submit", spec, "--set", STEPS, "--wait"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=480,
+            check=False,
+        )
+        assert done.returncode == 0, f"{example}: {done.stdout}\n{done.stderr}"
+        assert re.search(r"^jobkit: jk\S+ SUCCEEDED\b", done.stderr, re.M), done.stderr
+        assert re.search(r"^step 20/20 loss ", done.stdout, re.M), done.stdout  # the training
+    listed = json.loads(_run([jobkit, "status", "--json"], project, env, 120))
+    assert sorted((job["backend"], job["state"]) for job in listed) == sorted(
+        (backend, "SUCCEEDED") for _, backend in cases
+    )
+    # Every job's script names the venv's interpreter: env.python auto took jobkit's own.
+    python = installed / "bin" / "python"
+    scripts = sorted((tmp_path / "home" / "jobs").glob("*/job.sh"))
+    assert len(scripts) == len(cases)
+    assert all(f"jobkit_python={python}\n" in s.read_text() for s in scripts)
+    assert not any(".venv" in s.read_text() for s in scripts)
+    assert (REPO / ".venv").as_posix() not in "".join(s.read_text() for s in scripts)
