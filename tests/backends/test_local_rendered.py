@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import time
 from pathlib import Path
 
@@ -73,6 +74,15 @@ def test_a_job_is_followed_to_its_end_and_logs_exits_like_the_job(jobkit: Jobkit
     assert f"jobkit: rank 0's output is in {node_file}" in follower.stderr
     state = jobkit.status(job["jobkit_id"])
     assert (state["state"], state["exit_code"]) == ("SUCCEEDED", 0)
+    # The launcher's start and end and its host: ELAPSED and NODES in status.
+    assert state["nodes"] == socket.gethostname()
+    assert state["elapsed_s"] is not None and 1.0 < state["elapsed_s"] < 120, state
+    row = next(
+        line
+        for line in jobkit.run("status").stdout.splitlines()
+        if line.startswith(job["jobkit_id"])
+    )
+    assert row.split()[5:7] == [f"0:{int(state['elapsed_s']):02d}", socket.gethostname()], row
     # Per-rank output: one torchrun per node, so the node file, prefixed.
     merged = jobkit.run("logs", job["jobkit_id"], "--all-ranks")
     assert merged.returncode == 0, merged.stderr
@@ -123,3 +133,17 @@ def test_cancel_stops_every_process_and_the_follower_returns(jobkit: Jobkit) -> 
     assert state["exit_code"] in (1, 143)
     assert follower.returncode == state["exit_code"], err
     assert "ended CANCELLED" in err
+
+
+def test_a_missing_venv_is_refused_before_anything_starts(jobkit: Jobkit) -> None:
+    (jobkit.workdir / "novenv.yaml").write_text(
+        "name: novenv\nenv:\n  venv: no/such venv\nrun:\n  command: 'true'\n"
+    )
+    done = jobkit.run("submit", "novenv.yaml")
+    assert done.returncode == 2
+    activate = jobkit.workdir / "no" / "such venv" / "bin" / "activate"
+    assert done.stderr == (
+        f"jobkit: novenv.yaml:3: env.venv: {activate} not found on {socket.gethostname()}\n"
+    )
+    assert json.loads(jobkit.run("status", "--all", "--json").stdout) == []
+    assert not (jobkit.workdir / "logs").exists()

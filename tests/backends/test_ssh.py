@@ -118,8 +118,35 @@ def test_an_ssh_job_is_tracked_and_followed_on_both_hosts(
     assert ranks == {"0", "1"}
     state = jobkit.status(job["jobkit_id"])
     assert (state["state"], state["exit_code"]) == ("SUCCEEDED", 0)
+    # The launcher knows its hosts, its start and its end: status shows them.
+    assert state["nodes"] == ",".join(ssh_hosts)
+    assert state["elapsed_s"] is not None and 0.5 < state["elapsed_s"] < 120, state
+    table = jobkit.run("status").stdout
+    row = next(line for line in table.splitlines() if line.startswith(job["jobkit_id"]))
+    assert f" {','.join(ssh_hosts)} " in row and " - " not in row.split("ssh", 1)[1], row
     out = jobkit.run("logs", job["jobkit_id"])
     assert "jobkit: finished with exit code 0" in out.stdout.splitlines()
+
+
+def test_a_host_without_the_interpreter_is_refused_before_launch(
+    jobkit: Jobkit, ssh_hosts: SshHosts
+) -> None:
+    """One ssh check per host before anything starts: a missing interpreter is one line
+    naming the key, the path and the host; nothing is recorded or launched."""
+    name = write_spec(jobkit, "nopython", PRINT, ssh_hosts)
+    spec = json.loads((jobkit.workdir / name).read_text())
+    del spec["env"]["venv"]
+    spec["env"]["python"] = "/opt/no-such-env/bin/python"
+    (jobkit.workdir / name).write_text(json.dumps(spec))
+    done = jobkit.run("submit", name)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"jobkit: {name}:1: env.python: /opt/no-such-env/bin/python not found on"  # JSON: line 1
+        f" {next(iter(ssh_hosts))}\n"
+    )
+    listed = jobkit.run("status", "--all", "--json")
+    assert json.loads(listed.stdout) == []
+    assert not (jobkit.workdir / "logs").exists()
 
 
 def test_cancel_leaves_nothing_on_either_host(jobkit: Jobkit, ssh_hosts: SshHosts) -> None:

@@ -88,7 +88,9 @@ def test_the_examples_run_from_a_copied_folder(
         )
         assert done.returncode == 0, f"{example}: {done.stdout}\n{done.stderr}"
         assert re.search(r"^jobkit: jk\S+ SUCCEEDED\b", done.stderr, re.M), done.stderr
-        assert re.search(r"^step 20/20 loss ", done.stdout, re.M), done.stdout  # the training
+        # The training on the terminal: rank 0's output (every host's, prefixed [node N],
+        # while c10d has not yet said which host runs rank 0).
+        assert re.search(r"^(\[node \d\] )?step 20/20 loss ", done.stdout, re.M), done.stdout
     listed = json.loads(_run([jobkit, "status", "--json"], project, env, 120))
     assert sorted((job["backend"], job["state"]) for job in listed) == sorted(
         (backend, "SUCCEEDED") for _, backend in cases

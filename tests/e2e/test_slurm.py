@@ -22,10 +22,19 @@ STEPS = 40
 SMALL_TRAINING = trainer_sets(train__steps=STEPS, logging__every_steps=5)
 
 
+_WAIT_OUTPUT: dict[str, str] = {}
+"""What `jobkit submit --wait` printed on stdout, by jobkit id."""
+
+
+def record_wait_output(record: dict[str, Any]) -> str:
+    return _WAIT_OUTPUT[record["jobkit_id"]]
+
+
 def _finished(jobkit: Jobkit, spec: str, *options: str) -> tuple[dict[str, Any], Path]:
     """Submit with --wait; the job must have SUCCEEDED. Returns its record and run folder."""
     sub = jobkit.submit(spec, *options)
     assert sub.returncode == 0, sub.explain()
+    _WAIT_OUTPUT[sub.jobkit_id] = sub.stdout
     assert f"{sub.jobkit_id} SUCCEEDED" in sub.stderr, sub.explain()
     record = jobkit.status(sub.jobkit_id)
     assert record["scheduler_id"] == sub.scheduler_id
@@ -78,7 +87,16 @@ def test_two_slurm_nodes_train_the_bundled_model(
         rf"{record['jobkit_id']}\s+{record['scheduler_id']}\s+slurm-2node\s+slurm\s+SUCCEEDED",
         table.stdout,
     ), table.stdout
-    assert "job step ended with exit code 0" in jobkit.logs(record["jobkit_id"])
+    # `jobkit logs ID` (and `submit --wait`) show the training, not just jobkit's lines:
+    # rank 0's output (its host's node file, or rank-0.out under srun) and the job's .out.
+    shown = jobkit.logs(record["jobkit_id"])
+    assert "job step ended with exit code 0" in shown
+    assert re.search(rf"^step {STEPS}/{STEPS} loss ", shown, re.M), shown
+    assert f"step {STEPS}/{STEPS} loss" in record_wait_output(record), record  # [node N] ...
+    merged = jobkit.logs(record["jobkit_id"], "--all-ranks")
+    for rank in (0, 1):  # the trainer's own rank-R.log, each line prefixed once
+        assert re.search(rf"^\[rank {rank}\] \S+ step {STEPS}/{STEPS} loss ", merged, re.M)
+    assert " rank 0: " not in merged
     # --rank R shows the trainer's own rank-R.log, whichever launcher started it.
     for rank in (0, 1):
         shown = jobkit.logs(record["jobkit_id"], "--rank", str(rank))
@@ -114,3 +132,18 @@ def test_users_own_ddp_script_on_two_slurm_nodes(
     losses = [float(x) for x in re.findall(r"^epoch \d/3 loss (\S+)$", rank0, re.MULTILINE)]
     assert len(losses) == 3 and losses[-1] < losses[0], rank0
     figures(job=record["scheduler_id"], epoch_losses=losses, elapsed_s=record["elapsed_s"])
+
+
+def test_a_missing_venv_fails_the_job_with_one_line(jobkit: Jobkit, slurm_cluster: object) -> None:
+    """A batch job's environment can only be checked where it runs: the script's first check
+    stops it, and its line is the job's failure reason."""
+    sub = jobkit.submit("examples/slurm-2node.yaml", "--set", "env.venv=/opt/gone-venv", venv=False)
+    assert sub.returncode != 0, sub.explain()
+    record = jobkit.status(sub.jobkit_id)
+    assert record["state"] == "FAILED", record
+    assert re.fullmatch(
+        r"jobkit: env\.venv: /opt/gone-venv/bin/activate not found on n[12]", record["reason"]
+    ), record
+    assert f"- {record['reason']}" in sub.stderr, sub.explain()  # said by --wait too
+    detail = jobkit.run("status", sub.jobkit_id).stdout
+    assert f"reason      {record['reason']}" in detail, detail
