@@ -66,7 +66,7 @@ def bytecode_cache(
     """The compiled-template cache for `env`, or None when off or its folder is not safely
     ours."""
     folder = cache_dir(environ)
-    if folder is None or not _private_folder(folder):
+    if folder is None or not private_folder(folder):
         return None
     return ForgivingBytecodeCache(str(folder), f"__jobkit_{settings_fingerprint(env)}_%s.cache")
 
@@ -99,7 +99,7 @@ def settings_fingerprint(env: jinja2.Environment) -> str:
     return hashlib.sha256(repr(settings).encode()).hexdigest()[:16]
 
 
-def _private_folder(folder: Path) -> bool:
+def private_folder(folder: Path) -> bool:
     """Create `folder` (0700) if missing; True when it is a real folder of ours, not
     writable by group or others."""
     try:

@@ -8,11 +8,18 @@ script passes. A problem is one SpecError at the job file's line of the key at f
 A config given as a path is looked up where the trainer will run: relative to the
 submission directory, or to run.workdir when that is set. Plug-in models and datasets
 (`package.module:factory`) are the user's code: only their names are checked here.
+Inputs that passed once are remembered in the template cache folder (a hit skips importing
+the trainer's config models).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import importlib.util
 from pathlib import Path
+
+import pydantic
 
 from jobkit.errors import SpecError
 from jobkit.render import shell_word
@@ -24,11 +31,18 @@ def trainer_overrides(overrides: dict[str, object]) -> list[str]:
     return [f"{key}={shell_word(value)}" for key, value in overrides.items()]
 
 
+def _trainer_folder() -> Path | None:
+    """Where the `train` package is, found without importing it."""
+    found = importlib.util.find_spec("train")
+    if found is None or not found.origin:
+        return None
+    return Path(found.origin).parent
+
+
 def _config_argument(config: str, workdir: Path, run_workdir: str | None) -> str:
     """`config` as the trainer will resolve it from its working directory."""
-    from train.config import CONFIG_DIR
-
-    if "/" not in config and (CONFIG_DIR / f"{config}.yaml").is_file():
+    trainer = _trainer_folder()
+    if "/" not in config and trainer and (trainer / "configs" / f"{config}.yaml").is_file():
         return config  # a bundled config name
     path = Path(config).expanduser()
     if path.is_absolute():
@@ -42,16 +56,46 @@ def check_trainer_config(loaded: LoadedSpec, workdir: Path) -> None:
     train = loaded.spec.run.train
     if train is None:
         return
+    config = _config_argument(train.config, workdir, loaded.spec.run.workdir)
+    overrides = trainer_overrides(dict(train.overrides))
+    passed = _passed_marker(config, overrides)
+    if passed is not None and passed.exists():
+        return  # these very inputs passed before: the check is not run again
     from train.config import ConfigError, load_config
 
-    config = _config_argument(train.config, workdir, loaded.spec.run.workdir)
     try:
-        load_config(config, trainer_overrides(dict(train.overrides)))
+        load_config(config, overrides)
     except ConfigError as err:
         if err.where == "--config" and config != train.config:
             err.message += f" (looked for {config})"
             err.message = err.message.replace(repr(config), repr(train.config), 1)
         raise _spec_error(loaded, err, list(train.overrides)) from None
+    if passed is not None:
+        with contextlib.suppress(OSError):
+            passed.touch()
+
+
+def _passed_marker(config: str, overrides: list[str]) -> Path | None:
+    """A file in the template cache folder whose existence says that this config and these
+    overrides passed the check (its name hashes them, the config file's bytes, the trainer's
+    config code and pydantic's version: a change to any is a miss). The check costs about
+    18 ms of `jobkit render`, mostly importing the trainer's models; a hit costs a hash."""
+    from jobkit.template_cache import cache_dir, private_folder
+
+    folder, trainer = cache_dir(), _trainer_folder()
+    if folder is None or trainer is None:
+        return None
+    path = trainer / "configs" / f"{config}.yaml" if "/" not in config else Path(config)
+    digest = hashlib.sha256()
+    try:
+        for source in (trainer / "config.py", trainer / "yamlsrc.py", path):
+            digest.update(source.read_bytes() + b"\0")
+    except OSError:
+        return None  # not there: the check itself says so
+    digest.update("\0".join([config, *overrides, pydantic.VERSION]).encode())
+    if not private_folder(folder):
+        return None
+    return folder / f"trainer-config-ok-{digest.hexdigest()[:32]}"
 
 
 def _spec_error(loaded: LoadedSpec, err: object, override_keys: list[str]) -> SpecError:

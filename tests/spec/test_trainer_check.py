@@ -102,3 +102,21 @@ def test_submit_refuses_before_recording_anything(
         )
     assert not (in_tmp / "home").exists()  # no registry row, no job folder
     assert not (in_tmp / "logs").exists()
+
+
+def test_a_config_that_passed_is_checked_again_once_edited(cli: CliRunner, in_tmp: Path) -> None:
+    """Inputs that passed are remembered (render skips the trainer's import); an edit of the
+    config file, or other overrides, is a new check."""
+    mine = in_tmp / "mine.yaml"
+    mine.write_text("model:\n  name: mlp\ndata:\n  batch_size_per_rank: 4\n")
+    assert cli("render", job(in_tmp, config="mine.yaml")).code == 0
+    assert cli("render", job(in_tmp, config="mine.yaml")).code == 0  # remembered
+    mine.write_text("model:\n  name: mlp\ndata:\n  batch_size_per_rank: 0\n")
+    again = cli("render", job(in_tmp, config="mine.yaml"))
+    assert again.code == 2
+    assert again.err == (
+        f"jobkit: job.yaml:5: run.train.config: {mine}:4: data.batch_size_per_rank: must be"
+        " >= 1 (got 0)\n"
+    )
+    bad = cli("render", job(in_tmp), "--set", "run.train.overrides.train.steps=x")
+    assert bad.code == 2 and "run.train.overrides.train.steps: must be" in bad.err
