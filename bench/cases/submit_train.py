@@ -55,7 +55,7 @@ def write_spec(ctx: Context, folder: Path, steps: int, launcher: str) -> Path:
     data = yaml.safe_load((ctx.repo / SPEC).read_text())
     data["name"] = f"bench-{launcher}"
     data["launch"]["launcher"] = launcher
-    data["env"]["venv"] = str(ctx.python.parent.parent)
+    data.setdefault("env", {})["venv"] = str(ctx.python.parent.parent)
     data["run"]["train"]["overrides"]["train.steps"] = steps
     if ctx.partition:
         data["resources"]["partition"] = ctx.partition
