@@ -1,8 +1,9 @@
 """Drive the installed `jobkit` command as a user would, each call its own process.
 
 Every test gets its own JOBKIT_HOME and log folder (a tmp dir) and submits from the
-repository root, so the examples' relative paths (examples/own_ddp.py, .venv) mean what
-they mean for a user who cloned the repository.
+repository root, so the examples' relative paths (examples/own_ddp.py) mean what they mean
+for a user who cloned the repository. The examples name no venv: jobs run with .venv's
+Python (env.python auto), or the absolute env.venv that common_sets adds.
 """
 
 from __future__ import annotations
