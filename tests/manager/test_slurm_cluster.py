@@ -108,7 +108,10 @@ def test_submit_wait_streams_output_and_exits_with_the_job_code(workdir: Path) -
     assert done.stdout.startswith("submitted jk")
     assert "jobkit: job " in done.stdout  # the batch shell's own .out lines, streamed
     assert "[err] srun: error:" in done.stdout  # its .err, labelled
-    changes = done.stderr.splitlines()
+    assert "streamed-line" in done.stdout.splitlines()  # rank 0's own output (rank-0.out)
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("jobkit: rank 0's output is in "), lines  # where the output is
+    changes = [line for line in lines if line.split()[1].startswith("jk")]  # state changes
     # polling backs off (up to 10 s) while the job waits, so a 1 s run may be missed
     assert changes[0].split()[2] in ("QUEUED", "RUNNING", "FAILED")
     assert changes[-1].split()[2:4] == ["FAILED", "on"]

@@ -54,6 +54,8 @@ class Slot:
         for part in self.path[:-1]:
             parent = parent.setdefault(part, {})
         last = self.path[-1]
+        if self.path == ("env", "python") and self.kind == "scalar":
+            value = "/" + value  # env.python takes auto, system or an absolute path
         if self.kind == "scalar":
             parent[last] = value
         elif self.kind == "item":

@@ -126,11 +126,16 @@ def launcher_case(hostile: Hostile, variant: str, folder: Path, backend: str, st
         under(folder, f"wd/{value}").mkdir(parents=True, exist_ok=True)
         spec["logs"] = {"dir": f"logs/{value}"}
     spec["env"] = env
+    # The recording stand-ins on PATH play python and torchrun: env.python must put no other
+    # folder before them (the default, auto, would put jobkit's own environment first).
+    env["python"] = "system"
     if variant == "command":
         spec["run"] = {"command": ["jkprog", value, "--", value]}
     else:
+        # The trainer's config is checked at submit (jobkit/trainer_check.py): a real config,
+        # the value in a text setting of the trainer (logging.dir) and as the interpreter.
         spec["run"] = {
-            "train": {"config": value or "x", "overrides": {value: value, "jk.k": value}},
+            "train": {"config": "tiny-lm", "overrides": {"logging.dir": value or "x"}},
             "python": value or "jkpy",
         }
     if paths:
@@ -148,12 +153,22 @@ def expected_program(case: Case) -> list[str]:
         "-m",
         "train",
         "--config",
-        value or "x",
+        "tiny-lm",
         "--set",
-        f"{value}={value}",
-        "--set",
-        f"jk.k={value}",
+        f"logging.dir={value or 'x'}",
     ]
+
+
+def trainer_refuses(value: str) -> bool:
+    """Whether the trainer itself would refuse `--set logging.dir=VALUE` (then `jobkit submit`
+    refuses it first): the trainer's own loader is the oracle, as the job would run it."""
+    from train.config import ConfigError, load_config
+
+    try:
+        load_config("tiny-lm", [f"logging.dir={value or 'x'}"])
+    except ConfigError:
+        return True
+    return False
 
 
 def submit_all(jobkit: Invoke, cases: list[Case], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -211,7 +226,10 @@ def check_launcher_case(case: Case, record: dict[str, Any], backend: str) -> Non
     case.checked += ["argv", "env"]
     if case.paths:
         assert os.path.samefile(seen[0]["cwd"], under(case.folder, f"wd/{value}")), label
-        assert (run_dir / "venv.txt").read_text() == f"v/{value}/bin/activate", label
+        # The script sources the activate script by its absolute path (relative to $PWD).
+        sourced = (run_dir / "venv.txt").read_text()
+        assert sourced.endswith(f"/v/{value}/bin/activate"), (label, sourced)
+        assert os.path.samefile(sourced, under(case.folder, f"v/{value}/bin/activate")), label
         expected_dir = under(case.folder, f"logs/{value}/inj-{record['scheduler_id']}")
         assert os.path.samefile(run_dir, expected_dir), label
         case.checked += ["run.workdir", "env.venv", "logs.dir"]
@@ -267,8 +285,17 @@ def test_local_launcher_keeps_every_value_exact(
             check_launcher_case(case, done[case.jobkit_id], "local")
     assert canaries(canary_dir) == []
     ran = [c for c in cases if c.jobkit_id]
-    refused = {c.hostile.id for c in cases if c.refusal}
-    assert refused == {"newline", "carriage-return", "nul", "crlf", "backslash-newline"}
+    refused = {(c.hostile.id, c.variant) for c in cases if c.refusal}
+    unsafe = {"newline", "carriage-return", "nul", "crlf", "backslash-newline"}
+    by_trainer = {
+        (c.hostile.id, "train")
+        for c in cases
+        if c.variant == "train" and c.hostile.id not in unsafe and trainer_refuses(c.hostile.value)
+    }
+    assert refused == {(i, v) for i in unsafe for v in ("command", "train")} | by_trainer
+    for case in cases:
+        if (case.hostile.id, case.variant) in by_trainer:
+            assert case.refusal is not None and "run.train.overrides.logging.dir" in case.refusal
     tally("injection run: local launcher jobs run", len(ran))
     tally("injection run: local launcher values checked", sum(len(c.checked) for c in ran))
     tally("injection run: local launcher specs refused (one line, exit 2)", len(cases) - len(ran))
