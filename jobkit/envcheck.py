@@ -114,6 +114,8 @@ def check_environment(loaded: LoadedSpec, interpreter: Interpreter, workdir: Pat
     """Raise SpecError naming the file, line, key, path and host of the first thing missing."""
     if loaded.spec.backend not in ("local", "ssh"):
         return
+    if not loaded.spec.env.venv and interpreter.path is None:
+        return  # nothing to look for (env.python system, or conda: activated by the job)
     found = find_missing(loaded, interpreter, workdir)
     if not found:
         return

@@ -338,7 +338,13 @@ def test_ssh_options_reach_ssh_as_single_arguments(
         folder.mkdir(parents=True)
         ssh = {"hosts": ["n1"], "user": hostile.value, "options": [hostile.value]}
         ssh["identity_file"] = hostile.value
-        spec = {"name": "inj", "backend": "ssh", "ssh": ssh, "run": {"command": ["true"]}}
+        spec = {
+            "name": "inj",
+            "backend": "ssh",
+            "ssh": ssh,
+            "env": {"python": "system"},  # no interpreter to check over ssh before launch
+            "run": {"command": ["true"]},
+        }
         cases.append(Case(hostile, "ssh-options", folder, spec, paths=False))
     submit_all(jobkit, cases, monkeypatch)
     ids = [c.jobkit_id for c in cases if c.jobkit_id]
