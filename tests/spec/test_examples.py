@@ -71,7 +71,8 @@ def test_examples_ask_for_what_the_brief_says() -> None:
         "USR2@60",
     )
     gpu = spec("slurm-gpu.yaml")
-    assert (gpu.resources.gpus_per_node, gpu.resources.cpus_per_task) == (2, 4)
+    assert (gpu.resources.gpus_per_node, gpu.resources.cpus_per_process) == (2, 4)
+    assert gpu.cpus_per_scheduler_task == 8  # one torchrun task per node starts both
     assert (gpu.resources.mem, gpu.resources.time, gpu.resources.partition) == (
         32 * 1024,
         24 * 3600,
