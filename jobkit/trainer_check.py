@@ -117,8 +117,14 @@ def _spec_error(loaded: LoadedSpec, err: object, override_keys: list[str]) -> Sp
             message = f"{where}: {inner}{message}"
     location = loaded.origins.get(spec_key) or loaded.origins.get(spec_key[:3])
     return SpecError(
-        message,
+        _printable(message),
         file=location.file if location else str(loaded.path),
         line=location.line if location else None,
         key=shown,
     )
+
+
+def _printable(text: str) -> str:
+    """`text` with every unprintable character escaped (a path holding a line separator
+    must not break the one-line error)."""
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)

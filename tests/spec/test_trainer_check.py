@@ -120,3 +120,10 @@ def test_a_config_that_passed_is_checked_again_once_edited(cli: CliRunner, in_tm
     )
     bad = cli("render", job(in_tmp), "--set", "run.train.overrides.train.steps=x")
     assert bad.code == 2 and "run.train.overrides.train.steps: must be" in bad.err
+
+
+def test_an_unprintable_config_name_stays_one_line(cli: CliRunner, in_tmp: Path) -> None:
+    result = cli("render", job(in_tmp, config='"a\\u2028b"'))
+    assert result.code == 2
+    assert result.err.count("\n") == 1 and len(result.err.splitlines()) == 1
+    assert "\\u2028" in result.err
