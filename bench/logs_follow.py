@@ -26,7 +26,7 @@ from pathlib import Path
 FOLLOWER = """
 import sys, time, os
 from pathlib import Path
-from jobkit.logs import follow, LogSource
+from jobkit.logs.follow import follow, LogSource
 path, stop, inotify = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "1"
 for line in follow([LogSource(path)], stop.exists, use_inotify=inotify):
     if line.text.strip():
@@ -91,8 +91,8 @@ def library_idle_cpu(folder: Path, inotify: bool, idle: float) -> float:
 def start_local_job(folder: Path, script: str) -> tuple[str, dict[str, str]]:
     """A local job recorded in a registry under folder; returns its id and the CLI's env."""
     from jobkit.backends.local import LocalBackend
-    from jobkit.store import Store
-    from jobkit.submit import request_for
+    from jobkit.manager.submit import request_for
+    from jobkit.registry.store import Store
 
     env = dict(os.environ, JOBKIT_HOME=str(folder / "home"))
     os.environ["JOBKIT_HOME"] = env["JOBKIT_HOME"]

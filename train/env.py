@@ -1,7 +1,7 @@
 """Who am I in this distributed job? Rank, world size, node and master, from any launcher.
 
 Importable by user programs (`from train.env import detect_launch_env`): stdlib only (and
-jobkit.ports, stdlib only too: the one rule for the auto port).
+jobkit.core.ports, stdlib only too: the one rule for the auto port).
 
 Detection order (the first launcher whose variables are present wins):
 
@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobkit.ports import auto_port
+from jobkit.core.ports import auto_port
 from train.hostlist import HostlistError, expand_hostlist, expand_tasks_per_node, unique_in_order
 
 DEFAULT_PORT = 29500
@@ -76,7 +76,7 @@ class LaunchEnv:
 
 
 def port_from_job_id(job_id: str | None, array_index: int = 0) -> int | None:
-    """The rendezvous port for a job id: jobkit's one rule (jobkit/ports.py, docs/design.md
+    """The rendezvous port for a job id: jobkit's one rule (jobkit/core/ports.py, docs/design.md
     "Ports"), the same the templates use. None without a job id."""
     return auto_port(job_id, array_index)
 

@@ -38,10 +38,10 @@ TARGET_OVERHEAD_S = 1.0
 
 def build_registry(home: Path, jobs: list[PoolJob], workdir: Path) -> None:
     """A registry at `home` tracking `jobs` as slurm-2node jobs just submitted."""
-    from jobkit.backends.slurm import SlurmBackend
-    from jobkit.spec import load_spec
-    from jobkit.store import Store, new_token
-    from jobkit.submit import plan_submission, request_for, submitter_identity
+    from jobkit.backends.slurm.backend import SlurmBackend
+    from jobkit.manager.submit import plan_submission, request_for, submitter_identity
+    from jobkit.registry.store import Store, new_token
+    from jobkit.spec.load import load_spec
 
     spec = load_spec(workdir / SPEC).spec
     plan = plan_submission(spec, workdir=workdir)

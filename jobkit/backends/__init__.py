@@ -9,17 +9,17 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from jobkit.errors import JobkitError, UsageError
+from jobkit.core.errors import JobkitError, UsageError
 
 if TYPE_CHECKING:
     from jobkit.backends.base import Backend
 
 BACKENDS: dict[str, str] = {
     "local": "jobkit.backends.local:LocalBackend",
-    "slurm": "jobkit.backends.slurm:SlurmBackend",
-    "pbs": "jobkit.backends.pbs:PbsBackend",
+    "slurm": "jobkit.backends.slurm.backend:SlurmBackend",
+    "pbs": "jobkit.backends.pbs.backend:PbsBackend",
     "ssh": "jobkit.backends.ssh:SshBackend",
-    "submitit": "jobkit.backends.submitit:SubmititBackend",
+    "submitit": "jobkit.backends.submitit.backend:SubmititBackend",
 }
 """Backend name -> `module:Class` (the class implements base.Backend, built with no args)."""
 

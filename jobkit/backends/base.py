@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from jobkit.states import State
+from jobkit.core.states import State
 
 if TYPE_CHECKING:  # the schema pulls in pydantic (~0.1 s): not needed to poll or cancel
-    from jobkit.schema import JobSpec
+    from jobkit.spec.schema import JobSpec
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,10 @@ from pathlib import Path
 
 from jobkit.backends import processes
 from jobkit.backends.base import Observation, SubmitRequest, TrackedJob
-from jobkit.backends.exit_file import EXIT_FILE, read_exit_file
-from jobkit.errors import SchedulerError
-from jobkit.schema import JobSpec
-from jobkit.states import State
+from jobkit.core.errors import SchedulerError
+from jobkit.core.run_files import EXIT_FILE, read_exit_file
+from jobkit.core.states import State
+from jobkit.spec.schema import JobSpec
 
 CANCELLED_FILE = "cancelled"
 """In jobkit's job folder: written by `jobkit cancel` before it signals the launcher."""

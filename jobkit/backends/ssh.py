@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from jobkit.backends import launcher_files
 from jobkit.backends.base import SubmitRequest, Submitted, TrackedJob
-from jobkit.errors import SchedulerError
-from jobkit.schema import Ssh
+from jobkit.core.errors import SchedulerError
+from jobkit.spec.schema import Ssh
 
 DEFAULT_GRACE_S = 75.0
 """Seconds between SIGTERM to the launcher and SIGKILL: more than the launcher's own grace

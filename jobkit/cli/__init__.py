@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 import click
 
 from jobkit import __version__
-from jobkit.errors import JobkitError
+from jobkit.core.errors import JobkitError
 
 VERBS = {
     "render": "jobkit.cli.render",

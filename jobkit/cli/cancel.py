@@ -7,8 +7,8 @@ from collections import defaultdict
 
 import click
 
-from jobkit.errors import JobkitError, SchedulerError, UsageError
-from jobkit.store import SUBMITTING, JobRecord, Store
+from jobkit.core.errors import JobkitError, SchedulerError, UsageError
+from jobkit.registry.store import SUBMITTING, JobRecord, Store
 
 
 @click.command()
@@ -25,9 +25,9 @@ def cancel(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
     if not ids and not last:
         raise UsageError("give one or more job ids, or --last")
     from jobkit.backends import BackendUnavailable, get_backend
-    from jobkit.ids import resolve_jobs
-    from jobkit.submit import reconcile_submissions
-    from jobkit.tracking import refresh
+    from jobkit.manager.refresh import refresh
+    from jobkit.manager.submit import reconcile_submissions
+    from jobkit.registry.ids import resolve_jobs
 
     with Store() as store:
         reconcile_submissions(store)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 if TYPE_CHECKING:
-    from jobkit.spec import LoadedSpec
+    from jobkit.spec.load import LoadedSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,7 +38,7 @@ class SpecArgs:
 
     def load(self) -> LoadedSpec:
         """Load and validate the spec with these layers; SpecError (one line) on a problem."""
-        from jobkit.spec import load_spec
+        from jobkit.spec.load import load_spec
 
         return load_spec(
             self.spec,

@@ -6,8 +6,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from jobkit.states import State
-from jobkit.store import JobRecord, StateChange
+from jobkit.core.states import State
+from jobkit.registry.store import JobRecord, StateChange
 
 TABLE_COLUMNS = ("ID", "SCHED ID", "NAME", "BACKEND", "STATE", "ELAPSED", "NODES", "EXIT")
 
@@ -127,7 +127,7 @@ def render_detail(record: JobRecord, history: Sequence[StateChange], now: float)
 
 
 def _age(seconds: float) -> str:
-    from jobkit.tracking import format_age
+    from jobkit.manager.refresh import format_age
 
     return format_age(seconds)
 

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from jobkit.errors import JobkitError, UsageError
-from jobkit.logs import (
+from jobkit.core.errors import JobkitError, UsageError
+from jobkit.core.states import State
+from jobkit.logs.follow import (
     FollowTiming,
     LogLine,
     LogSource,
@@ -27,11 +28,10 @@ from jobkit.logs import (
     tail,
     tail_offset,
 )
-from jobkit.states import State
-from jobkit.store import SUBMITTING, JobRecord, Store
+from jobkit.registry.store import SUBMITTING, JobRecord, Store
 
 if TYPE_CHECKING:
-    from jobkit.logfiles import Selection
+    from jobkit.logs.files import Selection
 
 CHEAP_POLL_BACKENDS = ("local", "ssh")
 """Backends whose poll reads local files only: asked about the job every second."""
@@ -66,7 +66,7 @@ def logs(
     ID is a jobkit id (or a unique prefix of one) or the scheduler's id; an array task is
     named like 123_4. With --all-ranks every line is prefixed with [rank N] or [node N].
     """
-    from jobkit.logfiles import select_files
+    from jobkit.logs.files import select_files
 
     if (job_id is None) == (not last):
         raise UsageError("give a job ID or --last (not both)")
@@ -98,7 +98,7 @@ def logs(
 
 
 def _resolve(store: Store, job_id: str | None) -> tuple[JobRecord, str | None]:
-    from jobkit.ids import UnknownJobError, resolve_job_task
+    from jobkit.registry.ids import UnknownJobError, resolve_job_task
 
     if job_id is None:
         newest = store.newest()
@@ -117,8 +117,8 @@ def _write(lines: Iterable[LogLine]) -> None:
 
 def _wait_for_rank_host(store: Store, record: JobRecord, rank: int, task: str | None) -> JobRecord:
     """Wait until torchrun notes which host runs `rank` (or the job ends); the latest record."""
-    from jobkit.logfiles import rank_host
-    from jobkit.tracking import refresh
+    from jobkit.logs.files import rank_host
+    from jobkit.manager.refresh import refresh
 
     run_dir = Path(record.log_paths_for(task)["run_dir"])
     click.echo(f"jobkit: waiting for the job to start rank {rank}", err=True)
@@ -151,7 +151,7 @@ def _print_now(store: Store, record: JobRecord, selection: Selection, tail_n: in
     else:
         _write(read_all(present))
     if missing:
-        from jobkit.tracking import refresh
+        from jobkit.manager.refresh import refresh
 
         record = refresh(store, [record]).records[0]
         names = ", ".join(str(s.path) for s in missing)
@@ -163,7 +163,7 @@ def _print_now(store: Store, record: JobRecord, selection: Selection, tail_n: in
 
 def _follow(store: Store, record: JobRecord, sources: list[LogSource], tail_n: int | None) -> int:
     """Print lines as they come until the job is final and every file is drained."""
-    from jobkit.tracking import exit_status_for, refresh
+    from jobkit.manager.refresh import exit_status_for, refresh
 
     if tail_n is not None:
         sources = [replace(s, start=tail_offset(s.path, tail_n)) for s in sources]

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 import click
 
 from jobkit.cli.common import SpecArgs, spec_options
-from jobkit.errors import UsageError
+from jobkit.core.errors import UsageError
 
 if TYPE_CHECKING:
-    from jobkit.schema import JobSpec
+    from jobkit.spec.schema import JobSpec
 
 SCRIPT_MODE = 0o755
 SCRIPT_PLACEHOLDER = "SCRIPT"
@@ -59,15 +59,15 @@ def submit_command(spec: JobSpec, script_path: Path) -> list[str]:
 def render(spec_args: SpecArgs, output: str | None, show_command: bool) -> None:
     """Print the batch script for SPEC: exactly what `jobkit submit` sends. Runs nothing."""
     loaded = spec_args.load()
-    from jobkit.trainer_check import check_trainer_config
+    from jobkit.spec.trainer_check import check_trainer_config
 
     check_trainer_config(loaded, Path.cwd())
     if loaded.spec.backend == "submitit":
-        from jobkit.backends.submitit import sbatch_text
+        from jobkit.backends.submitit.backend import sbatch_text
 
         script = sbatch_text(loaded.spec, Path.cwd())
     else:
-        from jobkit.render import render as render_template
+        from jobkit.render.engine import render as render_template
 
         script = render_template(loaded.spec, template_dir=loaded.template_dir)
     if output is None:

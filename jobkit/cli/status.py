@@ -15,9 +15,9 @@ from datetime import datetime
 
 import click
 
-from jobkit.errors import UsageError
-from jobkit.states import State
-from jobkit.store import SUBMITTING, JobRecord, Store
+from jobkit.core.errors import UsageError
+from jobkit.core.states import State
+from jobkit.registry.store import SUBMITTING, JobRecord, Store
 
 EXIT_STALE = 3
 DEFAULT_RECENT_S = 86_400.0
@@ -133,9 +133,9 @@ def _snapshot(
 ) -> tuple[str, int]:
     """Refresh and render once; returns the text and the exit code."""
     from jobkit.cli.jobview import detail_dict, render_detail, render_table
-    from jobkit.ids import resolve_jobs
-    from jobkit.submit import reconcile_submissions
-    from jobkit.tracking import refresh
+    from jobkit.manager.refresh import refresh
+    from jobkit.manager.submit import reconcile_submissions
+    from jobkit.registry.ids import resolve_jobs
 
     now = time.time()
     code = 0

@@ -12,11 +12,11 @@ import click
 
 from jobkit.cli.common import SpecArgs, spec_options
 from jobkit.cli.jobview import submitted_line
-from jobkit.store import JobRecord, Store
-from jobkit.tracking import BackendFailure
+from jobkit.manager.refresh import BackendFailure
+from jobkit.registry.store import JobRecord, Store
 
 if TYPE_CHECKING:
-    from jobkit.logs import LogSource
+    from jobkit.logs.follow import LogSource
 
 
 @click.command()
@@ -33,10 +33,10 @@ if TYPE_CHECKING:
 @click.option("--json", "as_json", is_flag=True, help="Print the job (or the plan) as JSON.")
 def submit(spec_args: SpecArgs, dry_run: bool, wait: bool, as_json: bool) -> int:
     """Submit SPEC to its backend and track it; prints the jobkit id and the scheduler's id."""
-    from jobkit import submit as pipeline
+    from jobkit.manager import submit as pipeline
 
     loaded = spec_args.load()
-    from jobkit.trainer_check import check_trainer_config
+    from jobkit.spec.trainer_check import check_trainer_config
 
     check_trainer_config(loaded, Path.cwd())
     plan = pipeline.plan_submission(
@@ -50,8 +50,8 @@ def submit(spec_args: SpecArgs, dry_run: bool, wait: bool, as_json: bool) -> int
             sys.stdout.flush()
             click.echo(f"# would run (in {plan.workdir}): {shlex.join(plan.argv)}", err=True)
         return 0
-    from jobkit.envcheck import check_environment
-    from jobkit.interpreter import choose_interpreter
+    from jobkit.manager.envcheck import check_environment
+    from jobkit.render.interpreter import choose_interpreter
 
     check_environment(loaded, choose_interpreter(loaded.spec.env), Path.cwd())
     with Store() as store:
@@ -66,13 +66,13 @@ def submit(spec_args: SpecArgs, dry_run: bool, wait: bool, as_json: bool) -> int
         final = _wait(store, record, stream=not as_json)
         if as_json:
             click.echo(json.dumps(final.to_dict(), indent=2))
-        from jobkit.tracking import exit_status_for
+        from jobkit.manager.refresh import exit_status_for
 
         return exit_status_for(final)
 
 
 def _reconcile(store: Store) -> None:
-    from jobkit.submit import reconcile_submissions
+    from jobkit.manager.submit import reconcile_submissions
 
     done = reconcile_submissions(store)
     for err in done.errors:
@@ -81,7 +81,7 @@ def _reconcile(store: Store) -> None:
 
 def _wait(store: Store, record: JobRecord, *, stream: bool) -> JobRecord:
     """Follow the job: its output on stdout (when there is a log file), states on stderr."""
-    from jobkit.tracking import Waiter
+    from jobkit.manager.refresh import Waiter
 
     def on_change(current: JobRecord) -> None:
         words = [f"jobkit: {current.jobkit_id} {current.state}"]
@@ -101,7 +101,7 @@ def _wait(store: Store, record: JobRecord, *, stream: bool) -> JobRecord:
     waiter = Waiter(store, record.jobkit_id, on_change, on_failure)
     sources = _log_sources(record) if stream else []
     if sources:
-        from jobkit.logs import FollowTiming, follow
+        from jobkit.logs.follow import FollowTiming, follow
 
         for line in follow(sources, waiter.done, timing=FollowTiming(done_interval_s=0.5)):
             click.echo(line.render())
@@ -115,7 +115,7 @@ def _log_sources(record: JobRecord) -> list[LogSource]:
     """What `jobkit logs ID -f` shows (rank 0's output and the job's own); none for an array."""
     if record.is_array or "out" not in record.log_paths:
         return []
-    from jobkit.logfiles import job_view
+    from jobkit.logs.files import job_view
 
     selection = job_view(record.log_paths, record.spec, record.extra)
     if selection.note:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from jobkit.backends.base import SubmitRequest, TrackedJob
-from jobkit.schema import JobSpec
+from jobkit.spec.schema import JobSpec
 
 
 def make_request(

@@ -12,9 +12,9 @@ import pytest
 from jobkit.backends import processes
 from jobkit.backends.base import Observation, SubmitRequest, Submitted
 from jobkit.backends.local import LocalBackend
-from jobkit.errors import SchedulerError
-from jobkit.logs import FollowTiming, LogSource, follow
-from jobkit.states import State
+from jobkit.core.errors import SchedulerError
+from jobkit.core.states import State
+from jobkit.logs.follow import FollowTiming, LogSource, follow
 from tests.backends.requests import make_request, tracked
 
 # A stand-in for the launcher of templates/ssh with the same file contract: it writes its

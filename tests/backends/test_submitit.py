@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from jobkit.backends.submitit import executor_parameters, folder_pattern, setup_lines
-from jobkit.errors import SpecError
-from jobkit.schema import JobSpec
+from jobkit.backends.submitit.backend import executor_parameters, folder_pattern, setup_lines
+from jobkit.core.errors import SpecError
+from jobkit.spec.schema import JobSpec
 from tests.backends.cli import Jobkit
 from tests.plugins.cluster import SlurmCluster
 
@@ -153,7 +153,7 @@ def test_status_and_polling_never_import_submitit() -> None:
 def test_the_trainer_callable_checkpoints_then_asks_to_be_requeued(tmp_path: Path) -> None:
     """checkpoint() passes the signal to the running trainer, waits for it to save and
     exit, and returns a fresh copy of the callable for submitit to requeue."""
-    from jobkit.backends.submitit_job import RankProgram, TrainerJob
+    from jobkit.backends.submitit.job import RankProgram, TrainerJob
 
     saved = tmp_path / "checkpoint-saved"
     trainer = (

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jobkit.backends.submitit import RENDER_NOTE, TOKEN_PLACEHOLDER
+from jobkit.backends.submitit.backend import RENDER_NOTE, TOKEN_PLACEHOLDER
 from tests.e2e import runs
 from tests.e2e.cli import Jobkit, trainer_sets
 from tests.e2e.conftest import Figures

@@ -15,8 +15,8 @@ import pytest
 
 from jobkit.backends.local import LocalBackend
 from jobkit.cli import run as cli_run
-from jobkit.store import JobRecord, Store
-from jobkit.submit import request_for
+from jobkit.manager.submit import request_for
+from jobkit.registry.store import JobRecord, Store
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def record(
 ) -> JobRecord:
     """A finished job whose .out holds `out` (state SUCCEEDED unless told otherwise)."""
     from jobkit.backends.base import Observation
-    from jobkit.states import State
+    from jobkit.core.states import State
 
     rec = store.create_intent(
         backend=backend, name="job", spec=SPEC, script="", workdir=tmp_path, extra=extra

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jobkit.logs import FollowTiming, LogLine, LogSource, follow
+from jobkit.logs.follow import FollowTiming, LogLine, LogSource, follow
 
 WRITER = str(Path(__file__).with_name("writer.py"))
 FAST = FollowTiming(min_poll_s=0.02, max_poll_s=0.25, done_interval_s=0.1)
@@ -240,7 +240,7 @@ def test_following_starts_at_a_given_offset(tmp_path: Path) -> None:
 def test_inotify_is_used_on_linux(tmp_path: Path) -> None:
     if not sys.platform.startswith("linux"):
         pytest.skip("inotify is Linux only")
-    from jobkit.filewatch import make_watcher
+    from jobkit.logs.watch import make_watcher
 
     watcher = make_watcher([tmp_path / "a" / "b"])
     try:

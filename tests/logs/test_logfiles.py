@@ -1,4 +1,4 @@
-"""Which files `jobkit logs` picks: .out/.err, one rank, every rank (jobkit/logfiles.py)."""
+"""Which files `jobkit logs` picks: .out/.err, one rank, every rank (jobkit/logs/files.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from jobkit.errors import JobkitError, UsageError
-from jobkit.logfiles import Layout, select_files
+from jobkit.core.errors import JobkitError, UsageError
+from jobkit.logs.files import Layout, select_files
 
 
 def spec(

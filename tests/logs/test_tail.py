@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from jobkit.logs import LogSource, follow, tail, tail_offset
+from jobkit.logs.follow import LogSource, follow, tail, tail_offset
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from jobkit.cli import run as cli_run
-from jobkit.store import RegistryError, Store
+from jobkit.registry.store import RegistryError, Store
 from tests.manager.helpers import CliResult
 
 

@@ -14,10 +14,10 @@ from jobkit.backends import BACKENDS
 from jobkit.backends.base import Observation
 from jobkit.cli.jobview import format_duration, format_exit, render_table
 from jobkit.cli.status import parse_since, parse_states
-from jobkit.errors import UsageError
-from jobkit.states import State
-from jobkit.store import JobRecord, Store
-from jobkit.tracking import exit_status_for
+from jobkit.core.errors import UsageError
+from jobkit.core.states import State
+from jobkit.manager.refresh import exit_status_for
+from jobkit.registry.store import JobRecord, Store
 from tests.manager.helpers import JOBKIT_BIN, Invoke
 
 

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from jobkit.ids import (
+from jobkit.registry.ids import (
     AmbiguousJobError,
     UnknownJobError,
     resolve_job,
     resolve_job_task,
     resolve_jobs,
 )
-from jobkit.store import JobRecord, Store
+from jobkit.registry.store import JobRecord, Store
 
 
 def _job(
@@ -27,7 +27,7 @@ def _job(
     **extra: str,
 ) -> JobRecord:
     """A job with a chosen jobkit id (the id generator is pinned), so prefixes are known."""
-    monkeypatch.setattr("jobkit.store.new_jobkit_id", lambda: jobkit_id)
+    monkeypatch.setattr("jobkit.registry.store.new_jobkit_id", lambda: jobkit_id)
     rec = store.create_intent(
         backend=backend, name=name, spec={}, script="", workdir=Path("/w"), extra=extra
     )

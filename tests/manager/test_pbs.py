@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from jobkit.backends.base import SubmitRequest, TrackedJob
-from jobkit.backends.pbs import (
+from jobkit.backends.pbs.backend import (
     _match_ids,
     hosts_of,
     match_submissions,
@@ -23,8 +23,8 @@ from jobkit.backends.pbs import (
     parse_qsub_output,
     parse_torque_text,
 )
-from jobkit.errors import SchedulerError
-from jobkit.states import State
+from jobkit.core.errors import SchedulerError
+from jobkit.core.states import State
 from tests.manager.helpers import (
     Invoke,
     calls,
@@ -39,7 +39,7 @@ DATA = Path(__file__).parent / "data"
 
 
 def _request(job_dir: str) -> SubmitRequest:
-    from jobkit.schema import JobSpec
+    from jobkit.spec.schema import JobSpec
 
     spec = JobSpec.model_validate({"name": "train-big", "backend": "pbs", "run": {"command": "x"}})
     folder = Path(job_dir)

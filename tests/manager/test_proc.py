@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from jobkit import proc
-from jobkit.errors import SchedulerError
+from jobkit.core import proc
+from jobkit.core.errors import SchedulerError
 
 
 def test_success_returns_output() -> None:
@@ -89,6 +89,6 @@ def test_env_is_added_and_invocations_logged(
 )
 def test_which_submit_failures_are_certain(error: SchedulerError, certain: bool) -> None:
     """Certain: FAILED at once. Uncertain: left SUBMITTING for reconciliation by token."""
-    from jobkit.submit import _certainly_not_submitted
+    from jobkit.manager.submit import _certainly_not_submitted
 
     assert _certainly_not_submitted(error) is certain

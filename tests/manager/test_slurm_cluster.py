@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from jobkit.store import Store
+from jobkit.registry.store import Store
 from tests.manager.helpers import (
     JOBKIT_BIN,
     Invoke,
@@ -178,7 +178,7 @@ def test_array_job_is_one_tracked_job_with_per_task_logs(workdir: Path, jobkit: 
     assert final["exit_code"] in (1, 2)
     assert final["log_paths"]["out"] == str(workdir / "logs" / f"arr-{sched}_{{task}}.out")
     with Store() as store:
-        from jobkit.ids import resolve_job_task
+        from jobkit.registry.ids import resolve_job_task
 
         record, task = resolve_job_task(store, f"{sched}_1")
         assert (record.jobkit_id, task) == (jobkit_id, "1")
@@ -224,8 +224,8 @@ def test_status_makes_one_squeue_and_at_most_one_sacct(workdir: Path, tmp_path: 
         assert [c.split()[0] for c in calls(log)] == ["squeue"]
         assert one.stdout.splitlines()[1].split()[4] == "HELD"  # PENDING (JobHeldUser)
         # 199 more held jobs through the library (one sbatch each)
-        from jobkit import submit as pipeline
-        from jobkit.spec import load_spec
+        from jobkit.manager import submit as pipeline
+        from jobkit.spec.load import load_spec
 
         plan = pipeline.plan_submission(load_spec(str(spec)).spec, workdir=workdir)
         with Store() as store, ThreadPoolExecutor(4) as pool:
@@ -257,7 +257,7 @@ def test_status_makes_one_squeue_and_at_most_one_sacct(workdir: Path, tmp_path: 
 
 
 def _submit_in_thread(plan):  # type: ignore[no-untyped-def]
-    from jobkit import submit as pipeline
+    from jobkit.manager import submit as pipeline
 
     with Store() as store:
         return pipeline.submit(store, plan).scheduler_id
@@ -312,9 +312,9 @@ LOST_WRITER = textwrap.dedent(
     """
     import subprocess, sys, time
     from pathlib import Path
-    from jobkit.store import Store
+    from jobkit.registry.store import Store
     script, workdir, age, really_submit = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
-    from jobkit.submit import submitter_identity
+    from jobkit.manager.submit import submitter_identity
     with Store() as store:
         rec = store.create_intent(backend="slurm", name="lost", spec={}, script="",
                                   workdir=Path(workdir), now=time.time() - age,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from jobkit.backends.base import Observation
-from jobkit.backends.slurm import (
+from jobkit.backends.slurm.backend import (
     SlurmBackend,
     aggregate,
     array_observation,
@@ -26,8 +26,8 @@ from jobkit.backends.slurm import (
     sacct_tasks,
     squeue_tasks,
 )
-from jobkit.errors import SchedulerError
-from jobkit.states import State
+from jobkit.core.errors import SchedulerError
+from jobkit.core.states import State
 
 
 @pytest.mark.parametrize(

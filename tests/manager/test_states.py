@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from jobkit.backends.pbs_states import PBS_STATES, normalize_pbs_state, split_exit_status
-from jobkit.backends.slurm_states import (
+from jobkit.backends.pbs.states import PBS_STATES, normalize_pbs_state, split_exit_status
+from jobkit.backends.slurm.states import (
     SLURM_COMPACT_STATES,
     SLURM_STATES,
     normalize_slurm_state,
 )
-from jobkit.states import State
+from jobkit.core.states import State
 
 SLURM_EXPECTED = {
     "PENDING": State.QUEUED,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from jobkit.backends.base import Observation
-from jobkit.states import State
-from jobkit.store import (
+from jobkit.core.states import State
+from jobkit.registry.store import (
     SCHEMA_VERSION,
     SUBMITTING,
     RegistryError,
@@ -63,7 +63,7 @@ def test_newer_schema_is_refused(jobkit_home: Path) -> None:
 
 def test_a_schema_1_registry_is_migrated_with_its_jobs(jobkit_home: Path) -> None:
     """A registry written by a jobkit with schema 1 (spec and script in the jobs row)."""
-    from jobkit.store import _MIGRATIONS
+    from jobkit.registry.store import _MIGRATIONS
 
     jobkit_home.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(jobkit_home / "jobkit.db")
@@ -139,7 +139,7 @@ def test_ids_are_short_and_never_numeric() -> None:
 def test_id_collision_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
     with Store() as store:
         ids = iter(["jkaaaaa", "jkaaaaa", "jkaaaaa", "jkbbbbb"])
-        monkeypatch.setattr("jobkit.store.new_jobkit_id", lambda: next(ids))
+        monkeypatch.setattr("jobkit.registry.store.new_jobkit_id", lambda: next(ids))
         assert _intent(store).jobkit_id == "jkaaaaa"
         assert _intent(store).jobkit_id == "jkbbbbb"
 
@@ -270,8 +270,8 @@ WORKER = textwrap.dedent(
     import sys, time
     from pathlib import Path
     from jobkit.backends.base import Observation
-    from jobkit.states import State
-    from jobkit.store import Store
+    from jobkit.core.states import State
+    from jobkit.registry.store import Store
 
     worker, shared, go = int(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
     while not go.exists():

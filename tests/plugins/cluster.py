@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from jobkit.backends.pbs import UNKNOWN_JOB_RC
+from jobkit.backends.pbs.backend import UNKNOWN_JOB_RC
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_SCRIPTS = REPO_ROOT / "tests" / "cluster"

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from jobkit import render as render_module
 from jobkit.cli import run as cli_run
+from jobkit.render import engine as render_module
 from tests.plugins.cluster import SlurmCluster
 from tests.reliability.helpers import CliResult
 

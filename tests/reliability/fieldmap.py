@@ -12,7 +12,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Literal, get_origin
 
-from jobkit.schema_walk import iter_fields, section_model, union_members
+from jobkit.spec.walk import iter_fields, section_model, union_members
 
 CODE_FIELDS = {("env", "setup")}
 """Fields that are shell code by contract (not quoted, so not tried)."""

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from jobkit.store import Store
+from jobkit.registry.store import Store
 from tests.reliability.helpers import JOBKIT, jobs_with_comment, scancel, write_spec
 
 PROCESSES = 8
@@ -31,8 +31,8 @@ WORKER = textwrap.dedent(
     import sys, time
     from pathlib import Path
     from jobkit.backends.base import Observation
-    from jobkit.states import State
-    from jobkit.store import Store
+    from jobkit.core.states import State
+    from jobkit.registry.store import Store
 
     worker, shared, go = int(sys.argv[1]), sys.argv[2].split(","), Path(sys.argv[3])
     while not go.exists():

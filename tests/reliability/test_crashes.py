@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from jobkit.store import Store
-from jobkit.submit import LOST_AFTER_S, reconcile_submissions
+from jobkit.manager.submit import LOST_AFTER_S, reconcile_submissions
+from jobkit.registry.store import Store
 from tests.reliability.helpers import (
     CliResult,
     executable,
@@ -146,8 +146,8 @@ def test_submit_killed_after_the_local_launcher_started_is_adopted(
     launcher through its run folder (launcher.pid) and adopts it; the job is followed to
     its end like any other and never started twice."""
     from jobkit.backends.local import LocalBackend
-    from jobkit.spec import load_spec
-    from jobkit.submit import _prepare, plan_submission
+    from jobkit.manager.submit import _prepare, plan_submission
+    from jobkit.spec.load import load_spec
 
     venv = {"venv": sys.prefix} if sys.prefix != sys.base_prefix else {}
     spec_file = write_spec(

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from jobkit.errors import JobkitError
-from jobkit.spec import load_spec
-from jobkit.submit import plan_submission
+from jobkit.core.errors import JobkitError
+from jobkit.manager.submit import plan_submission
+from jobkit.spec.load import load_spec
 from tests.reliability.fieldmap import BACKENDS, Slot, combined, slots, spec_with
 from tests.reliability.helpers import CliResult, Hostile, hostile_strings, write_spec
 from tests.reliability.shellshape import compare, placeholder
@@ -70,7 +70,7 @@ def render_parts(spec: Any, workdir: Path) -> tuple[str, str]:
     plan = plan_submission(spec, workdir=workdir)
     if spec.backend != "submitit":
         return plan.script, ""
-    from jobkit.backends.submitit import executor_parameters
+    from jobkit.backends.submitit.backend import executor_parameters
 
     params = executor_parameters(spec, "tok")
     setup = "\n".join(params.pop("slurm_setup"))

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from jobkit.store import Store
+from jobkit.registry.store import Store
 from tests.reliability.helpers import (
     CliResult,
     Hostile,
@@ -132,7 +132,7 @@ def launcher_case(hostile: Hostile, variant: str, folder: Path, backend: str, st
     if variant == "command":
         spec["run"] = {"command": ["jkprog", value, "--", value]}
     else:
-        # The trainer's config is checked at submit (jobkit/trainer_check.py): a real config,
+        # The trainer's config is checked at submit (jobkit/spec/trainer_check.py): a real config,
         # the value in a text setting of the trainer (logging.dir) and as the interpreter.
         spec["run"] = {
             "train": {"config": "tiny-lm", "overrides": {"logging.dir": value or "x"}},

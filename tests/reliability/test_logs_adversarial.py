@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from jobkit.logs import FollowTiming, LogSource, follow
+from jobkit.logs.follow import FollowTiming, LogSource, follow
 
 FAST = FollowTiming(min_poll_s=0.02, max_poll_s=0.25, done_interval_s=0.1)
 
@@ -50,7 +50,7 @@ def when_exited(*procs: subprocess.Popen[bytes]) -> Callable[[], bool]:
 
 def expected_lines(data: bytes) -> list[str]:
     """The lines the follower must give for `data` (an unfinished last one included):
-    UTF-8 with replacement, one trailing CR dropped, as jobkit.logs documents."""
+    UTF-8 with replacement, one trailing CR dropped, as jobkit.logs.follow documents."""
     pieces = data.split(b"\n")
     if pieces and pieces[-1] == b"":
         pieces.pop()

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from jobkit.store import Store
+from jobkit.registry.store import Store
 from tests.plugins.cluster import SlurmCluster
 from tests.reliability.helpers import (
     CliResult,
@@ -326,7 +326,7 @@ def test_lost_reply_of_a_slow_sbatch_is_adopted_not_resubmitted(
     spec = slurm_spec(workdir, "slow-sbatch", "true", hold=True)
     # The real CLI with only its sbatch timeout lowered from 120 s to 3 s.
     bootstrap = (
-        "import sys; import jobkit.backends.slurm as s; s.SUBMIT_TIMEOUT_S = 3.0;"
+        "import sys; import jobkit.backends.slurm.backend as s; s.SUBMIT_TIMEOUT_S = 3.0;"
         " from jobkit.cli import main; sys.argv[0] = 'jobkit'; main()"
     )
     done = subprocess.run(

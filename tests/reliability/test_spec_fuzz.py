@@ -22,9 +22,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobkit.errors import JobkitError
-from jobkit.schema_walk import iter_fields
-from jobkit.spec import load_spec
+from jobkit.core.errors import JobkitError
+from jobkit.spec.load import load_spec
+from jobkit.spec.walk import iter_fields
 from tests.reliability.helpers import JOBKIT, CliResult, assert_one_clean_line
 
 pytestmark = pytest.mark.usefixtures("reuse_the_jinja_environment")

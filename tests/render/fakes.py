@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobkit.interpreter import Interpreter
+from jobkit.render.interpreter import Interpreter
 
 FROM_PATH = Interpreter(None, "the fakes on PATH stand for python and torchrun")
 """Render with this: env.python must put no folder on PATH before the fakes."""

@@ -16,9 +16,9 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from jobkit.interpreter import Interpreter
-from jobkit.render import render
-from jobkit.schema import JobSpec
+from jobkit.render.engine import render
+from jobkit.render.interpreter import Interpreter
+from jobkit.spec.schema import JobSpec
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

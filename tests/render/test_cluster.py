@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from jobkit.render import render
+from jobkit.render.engine import render
 from tests.plugins.cluster import PbsCluster, SlurmCluster, SshHosts, sbatch, wait_slurm_job
 from tests.render.helpers import spec_from
 

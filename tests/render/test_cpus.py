@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from jobkit.errors import SpecError
-from jobkit.render import env_exports, render
-from jobkit.spec import load_spec
+from jobkit.core.errors import SpecError
+from jobkit.render.engine import env_exports, render
+from jobkit.spec.load import load_spec
 from tests.plugins.cluster import SlurmCluster, sbatch, wait_slurm_job
 from tests.render.helpers import GOLDEN_PYTHON, directive_lines, spec_from
 
@@ -79,7 +79,7 @@ def test_pbs_asks_for_the_node_total(flavor: str, launcher: str, expected: list[
 
 def test_local_and_submitit() -> None:
     assert "export OMP_NUM_THREADS=8\n" in script(spec("local", cpus_per_process=8))
-    from jobkit.backends.submitit import executor_parameters
+    from jobkit.backends.submitit.backend import executor_parameters
 
     params = executor_parameters(spec_from(spec("submitit", cpus_per_process=8)), "t")
     assert params["cpus_per_task"] == 8 and params["tasks_per_node"] == 4

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobkit.errors import SpecError
-from jobkit.render import (
+from jobkit.core.errors import SpecError
+from jobkit.render.engine import (
     directive_quote,
     directive_words,
     pbs_mail_events,

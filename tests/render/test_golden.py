@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from jobkit.errors import SpecError
-from jobkit.render import render
-from jobkit.spec import load_spec
+from jobkit.core.errors import SpecError
+from jobkit.render.engine import render
+from jobkit.spec.load import load_spec
 from tests.render.helpers import (
     EXAMPLES_DIR,
     GOLDEN_DIR,

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from jobkit.errors import SpecError
-from jobkit.render import render
-from jobkit.schema import JobSpec
+from jobkit.core.errors import SpecError
+from jobkit.render.engine import render
+from jobkit.spec.schema import JobSpec
 from tests.render.fakes import FROM_PATH, install_fakes, records, torchrun_program
 from tests.render.helpers import bash_syntax_ok, directive_lines, string_fields
 

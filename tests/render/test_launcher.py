@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from jobkit.render import render
+from jobkit.render.engine import render
 from tests.render.fakes import FROM_PATH, install_fakes, records
 from tests.render.helpers import spec_from
 

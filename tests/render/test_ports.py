@@ -1,4 +1,4 @@
-"""`launch.master_port: auto` is one rule (jobkit/ports.py): the rendered scripts (real bash),
+"""`launch.master_port: auto` is one rule (jobkit/core/ports.py): the rendered scripts (real bash),
 the trainer's fallback (train/env.py) and the submitit job side give the same port for the
 same job, for Slurm, Slurm arrays, PBS, PBS arrays, local and ssh ids."""
 
@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from jobkit.backends.submitit_job import RankProgram, rank_environment
-from jobkit.ports import PORT_BASE, PORT_SPAN, auto_port, id_number
-from jobkit.render import render
+from jobkit.backends.submitit.job import RankProgram, rank_environment
+from jobkit.core.ports import PORT_BASE, PORT_SPAN, auto_port, id_number
+from jobkit.render.engine import render
 from tests.render.helpers import GOLDEN_PYTHON, spec_from
 from train.env import detect_launch_env
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from jobkit.errors import JobkitError, SpecError
-from jobkit.render import TemplateError, render, template_context
+from jobkit.core.errors import JobkitError, SpecError
+from jobkit.render.engine import TemplateError, render, template_context
 from tests.render.helpers import spec_from
 
 BASE = {"name": "site", "backend": "slurm", "run": {"command": ["hostname"]}}

@@ -8,8 +8,8 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from jobkit.render import _environment, render
-from jobkit.template_cache import CACHE_ENV, bytecode_cache, cache_dir, settings_fingerprint
+from jobkit.render.cache import CACHE_ENV, bytecode_cache, cache_dir, settings_fingerprint
+from jobkit.render.engine import _environment, render
 from tests.render.helpers import EXAMPLES_DIR, spec_file, spec_from
 
 BASE = {"name": "site", "backend": "slurm", "run": {"command": ["hostname"]}}

@@ -46,7 +46,7 @@ def test_installed_wheel_renders_with_its_own_templates(tmp_path: Path) -> None:
         [
             str(venv / "bin" / "python"),
             "-c",
-            "import jobkit.paths; print(jobkit.paths.templates_dir())",
+            "import jobkit.core.paths; print(jobkit.core.paths.templates_dir())",
         ],
         cwd=elsewhere,
     ).strip()

@@ -270,8 +270,8 @@ def test_output_to_a_pipe_is_written_not_replaced(cli: CliRunner, in_tmp: Path) 
 
 def test_render_process_writes_the_whole_script_before_its_quick_exit(tmp_path: Path) -> None:
     """`render` leaves with os._exit: everything it printed must still reach the pipe."""
-    from jobkit.render import render
-    from jobkit.spec import load_spec
+    from jobkit.render.engine import render
+    from jobkit.spec.load import load_spec
 
     expected = render(load_spec(ROOT / "examples" / "slurm-2node.yaml").spec)
     many_vars = "\n".join(f"    V{index}: value-{index}" for index in range(3000))

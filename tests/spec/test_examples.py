@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jobkit.spec import load_spec
+from jobkit.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -46,7 +46,7 @@ def test_most_examples_use_the_bundled_trainer() -> None:
 @pytest.mark.parametrize("path", TRAINER_EXAMPLES, ids=lambda path: path.name)
 def test_trainer_accepts_the_example_config(path: Path) -> None:
     """run.train.config and its overrides exist in train/configs (checked by the trainer)."""
-    from jobkit.trainer_check import trainer_overrides
+    from jobkit.spec.trainer_check import trainer_overrides
     from train.config import load_config, parse_set_value
 
     spec = load_spec(path, profile_dirs=[]).spec

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jobkit.errors import SpecError
-from jobkit.spec import load_spec
+from jobkit.core.errors import SpecError
+from jobkit.spec.load import load_spec
 from tests.spec.conftest import CliRunner
 
 JOB = """\

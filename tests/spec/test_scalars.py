@@ -1,4 +1,4 @@
-"""Unquoted YAML scalars mean what the user wrote (jobkit/scalars.py): `time: 24:00:00` is a
+"""Unquoted YAML scalars mean what the user wrote (jobkit/spec/scalars.py): `time: 24:00:00` is a
 day, not YAML 1.1's base-60 integer 86400 taken as minutes; `account: 0123` stays "0123". Each
 case checks the value that reaches the script, in the job file, a profile and `--set`."""
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from jobkit.errors import SpecError
-from jobkit.render import render
-from jobkit.spec import load_spec
+from jobkit.core.errors import SpecError
+from jobkit.render.engine import render
+from jobkit.spec.load import load_spec
 from tests.render.helpers import GOLDEN_PYTHON, directive_lines
 
 

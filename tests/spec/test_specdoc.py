@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from jobkit.schema_walk import iter_fields
-from jobkit.specdoc import DOC_PATH, generate, stale_diff
+from jobkit.spec.doc import DOC_PATH, generate, stale_diff
+from jobkit.spec.walk import iter_fields
 
 
 def test_spec_doc_is_up_to_date() -> None:
     diff = stale_diff()
     assert not diff, (
         "docs/spec.md is out of date; regenerate it with"
-        " `.venv/bin/python -m jobkit.specdoc --write`:\n" + diff
+        " `.venv/bin/python -m jobkit.spec.doc --write`:\n" + diff
     )
 
 

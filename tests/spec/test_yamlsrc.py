@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from jobkit.errors import SpecError
-from jobkit.yamlsrc import format_path, load_yaml_text, lookup, parse_value
+from jobkit.core.errors import SpecError
+from jobkit.core.yamlsrc import format_path, load_yaml_text, lookup, parse_value
 
 
 def test_lines_of_keys_and_list_items() -> None:

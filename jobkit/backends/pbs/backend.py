@@ -1,0 +1,347 @@
+"""The PBS backend (PBS Pro and Torque): qsub, one qstat per poll, qdel.
+
+Torque answers `qstat -f IDS` in text; PBS Pro answers `qstat -f -F json -x IDS` (with
+finished jobs, `-x`). Which one a job uses is `scheduler.pbs_flavor`, kept in its extra.
+Parsing is done by pure functions so tests can feed them real or recorded output.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from jobkit.backends.base import Observation, SubmitRequest, Submitted, TrackedJob
+from jobkit.backends.pbs.states import (
+    FINISHED_LETTERS,
+    normalize_pbs_state,
+    split_exit_status,
+)
+from jobkit.core import proc
+from jobkit.core.errors import SchedulerError
+from jobkit.core.run_files import read_exit_file
+from jobkit.core.states import State
+
+SUBMIT_TIMEOUT_S = 120.0
+QUERY_TIMEOUT_S = 60.0
+FLAVORS = ("pro", "torque")
+
+_QSUB_ID = re.compile(r"^\d+(?:\[\d*\])?(?:\.\S+)?$")
+_ATTR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+_UNKNOWN_JOB = re.compile(r"unknown job id", re.IGNORECASE)
+UNKNOWN_JOB_RC = 153
+"""PBSE_UNKJOBID (15001) as an exit status: every id asked about is unknown."""
+
+
+def parse_qsub_output(argv: list[str], stdout: str, stderr: str) -> str:
+    """The job id qsub printed: `123.server`, `123[].server`, or `123` (Slurm's wrappers)."""
+    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
+    if lines and _QSUB_ID.match(lines[-1]):
+        return lines[-1]
+    raise SchedulerError(argv, 0, stdout, stderr, reason="unexpected qsub output")
+
+
+def job_number(job_id: str) -> str:
+    """The leading number of a PBS id: `123.server` -> `123`, `45[].s` -> `45[]`."""
+    return job_id.split(".", 1)[0]
+
+
+def parse_hms(text: str | None) -> float | None:
+    """Seconds from PBS's `HH:MM:SS` (hours may pass 24); None when not a time."""
+    if not text:
+        return None
+    parts = str(text).strip().split(":")
+    if not all(p.isdigit() for p in parts) or not 1 <= len(parts) <= 3:
+        return None
+    seconds = 0
+    for part in parts:
+        seconds = seconds * 60 + int(part)
+    return float(seconds)
+
+
+def hosts_of(exec_host: str | None) -> str | None:
+    """`n1/0*2+n2/0*2` -> `n1,n2` (order kept, duplicates dropped)."""
+    if not exec_host:
+        return None
+    hosts: list[str] = []
+    for chunk in str(exec_host).split("+"):
+        host = chunk.split("/", 1)[0].strip()
+        if host and host not in hosts:
+            hosts.append(host)
+    return ",".join(hosts) or None
+
+
+def parse_torque_text(stdout: str) -> dict[str, dict[str, str]]:
+    """`qstat -f` text (Torque, Slurm's Torque wrappers, PBS Pro without -F) -> id -> attrs.
+
+    Attribute lines are `key = value`; a longer value continues on lines indented by a
+    tab, which are joined to it.
+    """
+    jobs: dict[str, dict[str, str]] = {}
+    current: dict[str, str] | None = None
+    last_key: str | None = None
+    for line in stdout.splitlines():
+        if line.startswith("Job Id:"):
+            current = {}
+            jobs[line.split(":", 1)[1].strip()] = current
+            last_key = None
+            continue
+        stripped = line.strip()
+        if current is None or not stripped:
+            continue
+        key, sep, value = stripped.partition(" = ")
+        if sep and _ATTR_NAME.match(key):
+            current[key] = value.strip()
+            last_key = key
+        elif last_key is not None:
+            current[last_key] += stripped
+    return jobs
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def observe_torque(attrs: Mapping[str, str]) -> Observation:
+    """One job's observation from its `qstat -f` text attributes."""
+    letter = attrs.get("job_state", "")
+    exit_status = _int(attrs.get("exit_status", attrs.get("Exit_status")))
+    exit_code, signal = split_exit_status(exit_status)
+    return Observation(
+        state=normalize_pbs_state(letter, exit_status),
+        raw_state=letter,
+        source="qstat",
+        exit_code=exit_code,
+        signal=signal,
+        reason=attrs.get("comment"),
+        nodes=hosts_of(attrs.get("exec_host")),
+        elapsed_s=parse_hms(attrs.get("resources_used.walltime")),
+        requeues=_requeues(attrs.get("run_count")),
+        max_rss=attrs.get("resources_used.mem"),
+        cpu_time=attrs.get("resources_used.cput"),
+    )
+
+
+def parse_pro_json(stdout: str) -> dict[str, dict[str, Any]]:
+    """`qstat -f -F json -x` (PBS Pro) -> id -> attributes. No `Jobs` key: no jobs."""
+    text = stdout.strip()
+    if not text:
+        return {}
+    data = json.loads(text)
+    jobs = data.get("Jobs") or {}
+    if not isinstance(jobs, dict):
+        raise ValueError("qstat json: 'Jobs' is not an object")
+    return {str(k): v for k, v in jobs.items() if isinstance(v, dict)}
+
+
+def observe_pro(attrs: Mapping[str, Any]) -> Observation:
+    """One job's observation from PBS Pro's json attributes."""
+    letter = str(attrs.get("job_state", ""))
+    exit_status = _int(attrs.get("Exit_status"))
+    substate = _int(attrs.get("substate"))
+    exit_code, signal = split_exit_status(exit_status)
+    used = attrs.get("resources_used") or {}
+    return Observation(
+        state=normalize_pbs_state(letter, exit_status, substate),
+        raw_state=letter if substate is None else f"{letter}/{substate}",
+        source="qstat",
+        exit_code=exit_code,
+        signal=signal,
+        reason=attrs.get("comment"),
+        nodes=hosts_of(attrs.get("exec_host")),
+        elapsed_s=parse_hms(used.get("walltime")),
+        requeues=_requeues(attrs.get("run_count")),
+        max_rss=used.get("mem"),
+        cpu_time=used.get("cput"),
+    )
+
+
+def match_submissions(
+    jobs: Mapping[str, Mapping[str, Any]], requests: Mapping[str, SubmitRequest]
+) -> dict[str, str]:
+    """token -> job id for the jobs whose submit arguments (`Submit_arguments`, Torque's
+    `submit_args`) name a request's script (jobkit's job folder is unique to each job)."""
+    wanted = {str(request.script_path): token for token, request in requests.items()}
+    found: dict[str, str] = {}
+    for job_id, attrs in jobs.items():
+        submitted = str(attrs.get("Submit_arguments") or attrs.get("submit_args") or "")
+        for word in submitted.split():
+            if word in wanted:
+                found[wanted[word]] = job_id
+    return found
+
+
+def _requeues(run_count: Any) -> int | None:
+    count = _int(run_count)
+    return max(count - 1, 0) if count is not None else None
+
+
+class PbsBackend:
+    """PBS Pro / Torque: qsub / qstat / qdel."""
+
+    name = "pbs"
+    lost_reply_fate_unknown = True
+    """A qsub whose reply was lost and whose job `find_launched` cannot see may still have
+    been accepted (qstat forgets finished jobs; Slurm's Torque wrappers show no submit
+    arguments): such a submission is recorded as of unknown fate, never as FAILED."""
+
+    def submit_argv(self, request: SubmitRequest) -> list[str]:
+        """`qsub <script>`, run in the submission directory."""
+        return ["qsub", str(request.script_path)]
+
+    def submit(self, request: SubmitRequest) -> Submitted:
+        """Run qsub and return the job id and its log paths."""
+        argv = self.submit_argv(request)
+        done = proc.run(argv, timeout=SUBMIT_TIMEOUT_S, cwd=request.workdir)
+        scheduler_id = parse_qsub_output(argv, done.stdout, done.stderr)
+        paths = self.log_paths(request, scheduler_id)
+        extra = self.submit_extra(request, scheduler_id)
+        return Submitted(scheduler_id=scheduler_id, argv=argv, log_paths=paths, extra=extra)
+
+    @staticmethod
+    def log_paths(request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
+        """`{logs.dir}/{name}-{PBS_JOBID}.out/.err` and the run folder."""
+        spec = request.spec
+        logs_dir = (request.workdir / spec.logs.dir).resolve()
+        stem = f"{spec.name}-{scheduler_id}"
+        return {
+            "out": str(logs_dir / f"{stem}.out"),
+            "err": str(logs_dir / f"{stem}.err"),
+            "run_dir": str(logs_dir / stem),
+        }
+
+    def find_launched(self, requests: Mapping[str, SubmitRequest]) -> dict[str, str]:
+        """token -> PBS id of submissions whose qsub reply was lost, found by their script's
+        path (in jobkit's job folder, unique to the job) in qstat's submit arguments
+        (`Submit_arguments`, Torque's `submit_args`): one qstat of all jobs per flavor."""
+        found: dict[str, str] = {}
+        groups: dict[str, dict[str, SubmitRequest]] = defaultdict(dict)
+        for token, request in requests.items():
+            groups[request.spec.scheduler.pbs_flavor][token] = request
+        for flavor, group in groups.items():
+            if flavor == "pro":
+                argv = ["qstat", "-f", "-F", "json", "-x"]
+                jobs = _parse_or_fail(argv, self._qstat(argv), parse_pro_json)
+            else:
+                argv = ["qstat", "-f"]
+                jobs = _parse_or_fail(argv, self._qstat(argv), parse_torque_text)
+            found.update(match_submissions(jobs, group))
+        return found
+
+    def submit_extra(self, request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
+        """What `submit` records beside the id (for a job adopted after a lost reply)."""
+        extra = {
+            "pbs_flavor": request.spec.scheduler.pbs_flavor,
+            "run_dir": self.log_paths(request, scheduler_id)["run_dir"],
+        }
+        if request.spec.scheduler.array:
+            extra["array"] = request.spec.scheduler.array
+        return extra
+
+    def poll(self, jobs: Sequence[TrackedJob]) -> dict[str, Observation]:
+        """One qstat per flavor in use (usually one) for all the jobs."""
+        result: dict[str, Observation] = {}
+        for flavor, group in _by_flavor(jobs).items():
+            ids = [j.scheduler_id for j in group]
+            if flavor == "pro":
+                argv = ["qstat", "-f", "-F", "json", "-x", *ids]
+                raw = _parse_or_fail(argv, self._qstat(argv), parse_pro_json)
+                seen = {key: observe_pro(attrs) for key, attrs in raw.items()}
+            else:
+                argv = ["qstat", "-f", *ids]
+                text = _parse_or_fail(argv, self._qstat(argv), parse_torque_text)
+                seen = {key: observe_torque(attrs) for key, attrs in text.items()}
+            result.update(_match_ids(group, seen))
+        return result
+
+    @staticmethod
+    def _qstat(argv: list[str]) -> proc.Completed:
+        done = proc.run(argv, timeout=QUERY_TIMEOUT_S, check=False)
+        if done.returncode != 0:
+            other = [
+                line
+                for line in done.stderr.splitlines()
+                if line.strip() and not _UNKNOWN_JOB.search(line)
+            ]
+            only_unknown = not other and (done.stderr.strip() or done.returncode == UNKNOWN_JOB_RC)
+            if not only_unknown:
+                raise SchedulerError(argv, done.returncode, done.stdout, done.stderr)
+        return done
+
+    def cancel(self, jobs: Sequence[TrackedJob]) -> None:
+        """One qdel for all the jobs."""
+        ids = [j.scheduler_id for j in jobs]
+        if ids:
+            proc.run(["qdel", *ids], timeout=QUERY_TIMEOUT_S)
+
+
+def _parse_or_fail(argv: list[str], done: proc.Completed, parse: Any) -> Any:
+    try:
+        return parse(done.stdout)
+    except ValueError as err:
+        raise SchedulerError(
+            argv, done.returncode, done.stdout, done.stderr, reason=f"unreadable output: {err}"
+        ) from None
+
+
+def _by_flavor(jobs: Iterable[TrackedJob]) -> dict[str, list[TrackedJob]]:
+    groups: dict[str, list[TrackedJob]] = defaultdict(list)
+    for job in jobs:
+        flavor = job.extra.get("pbs_flavor", "pro")
+        groups[flavor if flavor in FLAVORS else "pro"].append(job)
+    return groups
+
+
+def _match_ids(
+    jobs: Sequence[TrackedJob], seen: Mapping[str, Observation]
+) -> dict[str, Observation]:
+    """Map qstat's ids to ours (qstat may add or drop the server suffix); exit-file fallback.
+
+    A job qstat no longer knows is answered from its run folder's exit_code file when the
+    script left one (PBS forgets finished jobs); otherwise it is left out.
+    """
+    by_number = {job_number(key): obs for key, obs in seen.items()}
+    result: dict[str, Observation] = {}
+    for job in jobs:
+        obs = seen.get(job.scheduler_id) or by_number.get(job_number(job.scheduler_id))
+        if obs is None:
+            code = read_exit_file(job.extra.get("run_dir"))
+            if code is not None:
+                result[job.scheduler_id] = Observation(
+                    state=State.SUCCEEDED if code == 0 else State.FAILED,
+                    raw_state="",
+                    source="exit-file",
+                    exit_code=code,
+                    reason="qstat no longer knows the job; exit code from its run folder",
+                )
+            continue
+        if obs.raw_state.split("/")[0] in FINISHED_LETTERS and obs.exit_code is None:
+            obs = _with_exit_file(obs, job)
+        result[job.scheduler_id] = obs
+    return result
+
+
+def _with_exit_file(obs: Observation, job: TrackedJob) -> Observation:
+    """A finished job whose qstat shows no exit status (Slurm's Torque wrappers).
+
+    The run folder's exit_code file decides; without it the outcome is UNKNOWN rather
+    than a guessed success.
+    """
+    if obs.signal is not None or obs.state not in (State.SUCCEEDED, State.FAILED):
+        return obs
+    code = read_exit_file(job.extra.get("run_dir"))
+    if code is None:
+        return replace(
+            obs,
+            state=State.UNKNOWN,
+            reason="finished, but qstat shows no exit status and the run folder has no"
+            " exit_code file",
+        )
+    state = State.SUCCEEDED if code == 0 else State.FAILED
+    return replace(obs, state=state, exit_code=code, source="exit-file")

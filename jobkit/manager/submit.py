@@ -1,0 +1,342 @@
+"""The submit pipeline as a library: render, record intent, write the script, submit, record.
+
+    plan = plan_submission(spec, workdir=Path.cwd(), template_dir=None)   # pure: --dry-run
+    record = submit(store, plan)                                           # runs the scheduler
+
+The intent (state SUBMITTING, with a token) is in the registry before the scheduler is
+called; `reconcile_submissions` later adopts or fails rows whose submitter died.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jobkit.backends import BackendUnavailable, get_backend
+from jobkit.backends.base import Backend, SubmitRequest
+from jobkit.core.errors import JobkitError, SchedulerError
+from jobkit.core.proc import SchedulerTimeout
+from jobkit.registry.store import SUBMITTING, JobRecord, Store, new_token
+
+if TYPE_CHECKING:
+    from jobkit.spec.schema import JobSpec
+
+SCRIPT_NAME = "job.sh"
+SCRIPT_MODE = 0o755
+ORPHAN_AGE_S = 150.0
+"""A SUBMITTING row from another host (or without a submitter) is looked for after this."""
+LOST_AFTER_S = 300.0
+"""A SUBMITTING row that no scheduler knows after this long becomes FAILED."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything about a submission that can be known without running anything."""
+
+    spec: JobSpec
+    script: str
+    workdir: Path
+    backend: str
+    argv: list[str]
+    """The submit command, with `<job dir>/job.sh` standing for the script's path."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (for `submit --dry-run --json`)."""
+        return {
+            "backend": self.backend,
+            "name": self.spec.name,
+            "workdir": str(self.workdir),
+            "argv": self.argv,
+            "script": self.script,
+        }
+
+
+def render_script(
+    spec: JobSpec, template_dir: Path | None = None, workdir: Path | None = None
+) -> str:
+    """The script `jobkit render` prints for this spec: the template's, or for submitit the
+    sbatch file submitit writes (its folder is absolute: under `workdir`, default the cwd)."""
+    if spec.backend == "submitit":
+        from jobkit.backends.submitit.backend import sbatch_text
+
+        return sbatch_text(spec, workdir or Path.cwd())
+    from jobkit.render.engine import render
+
+    return render(spec, template_dir=template_dir)
+
+
+def plan_submission(spec: JobSpec, *, workdir: Path, template_dir: Path | None = None) -> Plan:
+    """Render the script and work out the submit command; runs nothing, records nothing."""
+    script = render_script(spec, template_dir, workdir.resolve())
+    backend = get_backend(spec.backend)
+    placeholder = _request(
+        spec,
+        script,
+        workdir=workdir.resolve(),
+        jobkit_id="<jobkit-id>",
+        job_dir=Path("<job-dir>"),
+        token="<token>",
+    )
+    return Plan(spec, script, workdir.resolve(), spec.backend, backend.submit_argv(placeholder))
+
+
+def submit(store: Store, plan: Plan) -> JobRecord:
+    """Record the intent, write the script and logs folder, submit, and record the result.
+
+    A refusal (the scheduler's non-zero exit, raised verbatim as SchedulerError) or a
+    failure before anything reached the scheduler leaves the row FAILED. When it is not
+    known whether the scheduler took the job (a timeout, an unreadable reply, Ctrl-C while
+    the submit command ran) the row stays SUBMITTING for `reconcile_submissions`, which
+    adopts the job by its token or calls it lost; the error is raised again.
+    """
+    backend = get_backend(plan.backend)
+    record = store.create_intent(
+        backend=plan.backend,
+        name=plan.spec.name,
+        spec=plan.spec.model_dump(mode="json"),
+        script=plan.script,
+        workdir=plan.workdir,
+        token=new_token(),
+        extra={"submitter": submitter_identity()},
+    )
+    try:
+        request = _prepare(record, plan)
+    except BaseException as err:
+        store.mark_failed(record.jobkit_id, f"submission failed: {_one_line(err)}")
+        raise
+    try:
+        submitted = backend.submit(request)
+    except SchedulerError as err:
+        if _certainly_not_submitted(err):
+            store.mark_failed(record.jobkit_id, f"submission refused: {_one_line(err)}")
+        raise
+    except JobkitError as err:
+        store.mark_failed(record.jobkit_id, f"submission failed: {_one_line(err)}")
+        raise
+    return store.mark_submitted(
+        record.jobkit_id,
+        scheduler_id=submitted.scheduler_id,
+        argv=submitted.argv,
+        log_paths=submitted.log_paths,
+        extra=submitted.extra,
+    )
+
+
+def _certainly_not_submitted(err: SchedulerError) -> bool:
+    """A non-zero exit (refusal) or a command that never ran; not a timeout or odd reply."""
+    if isinstance(err, SchedulerTimeout):
+        return False
+    return err.returncode is None or err.returncode != 0
+
+
+def _prepare(record: JobRecord, plan: Plan) -> SubmitRequest:
+    """Write the script into the job folder and create logs.dir; the backend's request."""
+    script_path = record.job_dir / SCRIPT_NAME
+    record.job_dir.mkdir(parents=True, exist_ok=True)
+    script_path.write_text(plan.script, encoding="utf-8")
+    script_path.chmod(SCRIPT_MODE)
+    logs_dir = plan.workdir / plan.spec.logs.dir
+    try:
+        logs_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise JobkitError(f"cannot create logs.dir {logs_dir}: {err.strerror or err}") from None
+    return _request(
+        plan.spec,
+        plan.script,
+        workdir=plan.workdir,
+        jobkit_id=record.jobkit_id,
+        job_dir=record.job_dir,
+        token=record.token,
+    )
+
+
+def _request(
+    spec: JobSpec, script: str, *, workdir: Path, jobkit_id: str, job_dir: Path, token: str
+) -> SubmitRequest:
+    return SubmitRequest(
+        jobkit_id=jobkit_id,
+        spec=spec,
+        script=script,
+        script_path=job_dir / SCRIPT_NAME,
+        job_dir=job_dir,
+        workdir=workdir,
+        token=token,
+    )
+
+
+def request_for(record: JobRecord) -> SubmitRequest:
+    """The SubmitRequest a recorded job was (or would have been) submitted with."""
+    from jobkit.spec.schema import JobSpec
+
+    spec = JobSpec.model_validate(record.spec)
+    return _request(
+        spec,
+        record.script,
+        workdir=record.workdir,
+        jobkit_id=record.jobkit_id,
+        job_dir=record.job_dir,
+        token=record.token,
+    )
+
+
+def _one_line(err: BaseException) -> str:
+    text = err.show() if isinstance(err, JobkitError) else f"{type(err).__name__}: {err}"
+    return " ".join(text.split())
+
+
+# -- the submitting process, to tell an in-flight submission from an orphaned one ---------
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    return fields[19].decode() if len(fields) > 19 and fields[0] not in (b"Z", b"X") else None
+
+
+def submitter_identity() -> dict[str, Any]:
+    """This process: host, pid and start time (so a crashed submit can be recognised)."""
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "pid": pid, "start": _start_time(pid)}
+
+
+def submitter_alive(record: JobRecord) -> bool | None:
+    """Whether the process that recorded this intent still runs; None if not knowable here."""
+    who = record.extra.get("submitter")
+    if not isinstance(who, dict) or who.get("host") != socket.gethostname():
+        return None
+    pid = who.get("pid")
+    if not isinstance(pid, int):
+        return None
+    started = _start_time(pid)
+    return started is not None and started == who.get("start")
+
+
+# -- reconciliation ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """What `reconcile_submissions` did."""
+
+    adopted: list[JobRecord]
+    lost: list[JobRecord]
+    errors: list[JobkitError]
+
+
+def reconcile_submissions(store: Store, *, now: float | None = None) -> Reconciled:
+    """Settle SUBMITTING rows whose submitter is gone: adopt the job or mark it lost.
+
+    A row is looked at once its submitting process has exited (same host), or after
+    ORPHAN_AGE_S otherwise. Backends with `find_submissions(tokens, since)` (Slurm: the
+    token is in the job's comment) are asked once for all such rows; a found job is
+    adopted (state QUEUED, then refreshed as usual). A row nobody knows after
+    LOST_AFTER_S becomes FAILED "submission lost". A scheduler error leaves rows as they
+    are and is returned, not raised.
+    """
+    at = time.time() if now is None else now
+    orphans: dict[str, list[JobRecord]] = defaultdict(list)
+    for record in store.submitting():
+        alive = submitter_alive(record) if record.state == SUBMITTING else False
+        age = at - record.created_at
+        if alive or (alive is None and age < ORPHAN_AGE_S):
+            continue
+        orphans[record.backend].append(record)
+    adopted: list[JobRecord] = []
+    lost: list[JobRecord] = []
+    errors: list[JobkitError] = []
+    for backend_name, records in orphans.items():
+        found: dict[str, str] = {}
+        try:
+            backend = get_backend(backend_name)
+            found = _find_submissions(backend, records)
+        except (SchedulerError, BackendUnavailable) as err:
+            errors.append(err)
+            continue
+        for record in records:
+            scheduler_id = found.get(record.token)
+            if scheduler_id is not None:
+                adopted.append(_adopt(store, backend, record, scheduler_id))
+            elif at - record.created_at >= LOST_AFTER_S and record.state == SUBMITTING:
+                lost.append(_give_up(store, backend, record))
+    return Reconciled(adopted, lost, errors)
+
+
+def _give_up(store: Store, backend: Backend, record: JobRecord) -> JobRecord:
+    """A submission nobody found: FAILED where a lost reply means a lost job; of unknown fate
+    where the scheduler may have taken it unseen (PBS)."""
+    if getattr(backend, "lost_reply_fate_unknown", False):
+        return store.mark_fate_unknown(
+            record.jobkit_id,
+            "submission reply lost: the scheduler may have accepted it, but no job of its"
+            " was found (check qstat; jobkit keeps looking)",
+        )
+    return store.mark_failed(
+        record.jobkit_id,
+        "submission lost: jobkit stopped before the scheduler answered, and no job with its"
+        " token was found",
+    )
+
+
+def _find_submissions(backend: Backend, records: Sequence[JobRecord]) -> dict[str, str]:
+    """token -> scheduler id of the orphaned rows' jobs the backend knows.
+
+    Schedulers are asked by token (`find_submissions`); local and ssh launchers are looked
+    for in their run folders (`find_launched`).
+    """
+    finder = getattr(backend, "find_submissions", None)
+    if finder is not None:
+        since = min(r.created_at for r in records)
+        found: dict[str, str] = finder([r.token for r in records], since)
+        return found
+    launched = getattr(backend, "find_launched", None)
+    if launched is None:
+        return {}
+    requests: dict[str, SubmitRequest] = {}
+    for record in records:
+        try:
+            requests[record.token] = request_for(record)
+        except ValueError:
+            continue  # a spec this jobkit cannot read back
+    started: dict[str, str] = launched(requests)
+    return started
+
+
+def _adopt(store: Store, backend: Backend, record: JobRecord, scheduler_id: str) -> JobRecord:
+    paths: dict[str, str] = {}
+    extra: dict[str, Any] = {"adopted": True}
+    log_paths = getattr(backend, "log_paths", None)
+    submit_extra = getattr(backend, "submit_extra", None)
+    try:
+        request = request_for(record)
+        if log_paths is not None:
+            paths = log_paths(request, scheduler_id)
+        if submit_extra is not None:
+            extra.update(submit_extra(request, scheduler_id))
+    except ValueError:
+        pass  # a spec this jobkit cannot read back: adopt without log paths
+    current = store.get(record.jobkit_id)
+    if current.state != SUBMITTING and current.scheduler_id is not None:
+        return current
+    return store.mark_submitted(
+        record.jobkit_id,
+        scheduler_id=scheduler_id,
+        argv=[],
+        log_paths=paths,
+        extra=extra,
+        source="adopted",
+    )
+
+
+def dumps_plan(plan: Plan) -> str:
+    """The plan as JSON text."""
+    return json.dumps(plan.to_dict(), indent=2)

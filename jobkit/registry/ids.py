@@ -1,0 +1,91 @@
+"""Turning what a user typed into tracked jobs: a jobkit id, a prefix of one, or a scheduler id.
+
+record = resolve_job(store, "jk3f9a")          # or "12345", "12345_7", "123.server"
+record, task = resolve_job_task(store, "12345_7")   # the array job and task "7"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from jobkit.core.errors import UsageError
+from jobkit.registry.store import JobRecord, Store
+
+MAX_LISTED = 10
+"""Candidates shown in an ambiguous-id error."""
+
+
+class UnknownJobError(UsageError):
+    """No tracked job matches the text (exit 2)."""
+
+
+class AmbiguousJobError(UsageError):
+    """Several tracked jobs match the text (exit 2); the message lists them."""
+
+    def __init__(self, text: str, candidates: Sequence[JobRecord]) -> None:
+        self.text = text
+        self.candidates = list(candidates)
+        super().__init__(_ambiguous_message(text, self.candidates))
+
+
+def _describe(record: JobRecord) -> str:
+    sched = record.scheduler_id or "-"
+    return f"{record.jobkit_id} ({record.name}, {record.backend} {sched})"
+
+
+def _ambiguous_message(text: str, candidates: Sequence[JobRecord]) -> str:
+    shown = ", ".join(_describe(r) for r in candidates[:MAX_LISTED])
+    more = len(candidates) - MAX_LISTED
+    tail = f" and {more} more" if more > 0 else ""
+    return f"job id '{text}' is ambiguous: {shown}{tail}; give more of the jobkit id"
+
+
+def resolve_job_task(store: Store, text: str) -> tuple[JobRecord, str | None]:
+    """The one job `text` names, and the array task it names (`123_4` -> "4"), if any.
+
+    Raises UnknownJobError (`no tracked job 'X'`) or AmbiguousJobError (lists candidates).
+    """
+    wanted = text.strip()
+    if not wanted:
+        raise UnknownJobError("no tracked job ''")
+    matches = store.find(wanted)
+    if not matches:
+        raise UnknownJobError(f"no tracked job '{wanted}'")
+    if len(matches) > 1:
+        raise AmbiguousJobError(wanted, matches)
+    record = matches[0]
+    return record, _task_of(record, wanted)
+
+
+def resolve_job(store: Store, text: str) -> JobRecord:
+    """The one job `text` names (see resolve_job_task)."""
+    return resolve_job_task(store, text)[0]
+
+
+def resolve_jobs(store: Store, texts: Sequence[str], *, last: bool = False) -> list[JobRecord]:
+    """Jobs named on a command line, in order, without duplicates; `--last` adds the newest."""
+    records: list[JobRecord] = []
+    if last:
+        newest = store.newest()
+        if newest is None:
+            raise UnknownJobError("--last: no tracked jobs yet")
+        records.append(newest)
+    for text in texts:
+        record = resolve_job(store, text)
+        if all(r.jobkit_id != record.jobkit_id for r in records):
+            records.append(record)
+    return records
+
+
+def _task_of(record: JobRecord, text: str) -> str | None:
+    """The array task in `text` when it names a task of this array job."""
+    if not record.is_array or text == record.jobkit_id or text == record.scheduler_id:
+        return None
+    head = text.split(";", 1)[0].split(".", 1)[0]
+    if "_" in head:
+        task = head.split("_", 1)[1]
+        return task if task.isdigit() else None
+    if "[" in head and head.endswith("]"):
+        task = head[head.index("[") + 1 : -1]
+        return task if task.isdigit() else None
+    return None

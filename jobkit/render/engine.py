@@ -1,0 +1,369 @@
+"""Rendering a job spec into the script a backend runs: sandboxed Jinja, quoted values.
+
+`render(spec)` is pure: it reads template files and runs no command. Every value from the
+spec reaches the script through a quoting filter (`q` for shell words, `dq` for #SBATCH /
+#PBS directive values); `env.setup` lines are the one field emitted as written.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from jobkit.core import ports
+from jobkit.core.errors import JobkitError, SpecError
+from jobkit.core.paths import templates_dir
+from jobkit.core.units import format_hms, format_memory, format_slurm_time
+from jobkit.render.cache import bytecode_cache
+from jobkit.render.interpreter import Interpreter, choose_interpreter
+from jobkit.spec.schema import JobSpec
+
+TEMPLATE_FOR_BACKEND = {
+    "slurm": "slurm/job.sh.j2",
+    "pbs": "pbs/job.sh.j2",
+    "ssh": "ssh/launch.sh.j2",
+    "local": "ssh/launch.sh.j2",
+}
+"""The main template of each backend (submitit writes its own file: backends/submitit.py)."""
+
+REQUEUE_EXIT_CODE = 75
+"""EX_TEMPFAIL: the trainer's "checkpoint saved, requeue me" exit code (docs/design.md)."""
+
+BUILTIN_PREFIX = "builtin"
+"""`{% extends "builtin/slurm/job.sh.j2" %}` always names the built-in template."""
+
+DEBUG_VARS = {
+    "TORCH_DISTRIBUTED_DEBUG": "DETAIL",
+    "TORCH_CPP_LOG_LEVEL": "INFO",
+    "TORCH_SHOW_CPP_STACKTRACES": "1",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+    "NCCL_DEBUG": "INFO",
+    "NCCL_DEBUG_SUBSYS": "INIT,NET",
+    "PYTHONFAULTHANDLER": "1",
+    "LOGLEVEL": "INFO",
+}
+"""What `env.debug: true` exports (torchrun reads LOGLEVEL for its own logging)."""
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DIRECTIVE_SAFE = re.compile(r"^[A-Za-z0-9@%+=:,./_-]+$")
+_HETJOB_LINE = re.compile(r"^#SBATCH\s+(hetjob|packjob)(\s|$)", re.IGNORECASE)
+_PBS_PRO_ARRAY = re.compile(r"^\d+-\d+(?::\d+)?$")
+_PBS_MAIL = {"BEGIN": "b", "END": "e", "FAIL": "a", "ALL": "abe", "NONE": "n"}
+
+
+class TemplateError(JobkitError):
+    """A template could not be rendered: `FILE:LINE: message`, exit 2."""
+
+    exit_code = 2
+
+
+def render(
+    spec: JobSpec, template_dir: Path | None = None, interpreter: Interpreter | None = None
+) -> str:
+    """The script for `spec.backend` ("" for submitit: backends/submitit.py sbatch_text).
+
+    `template_dir` (a site's templates) is searched before the built-in ones; `interpreter`
+    is env.python's choice (default: chosen from this process's environment).
+    """
+    name = TEMPLATE_FOR_BACKEND.get(spec.backend)
+    if name is None:
+        return ""
+    _check_backend_limits(spec)
+    env = _environment(template_dir)
+    try:
+        template = env.get_template(name)
+        script = template.render(template_context(spec, interpreter))
+    except JobkitError:
+        raise
+    except jinja2.TemplateSyntaxError as err:
+        where = err.filename or err.name or name
+        raise TemplateError(f"{where}:{err.lineno}: template syntax error: {err.message}") from err
+    except jinja2.TemplateNotFound as err:
+        raise TemplateError(f"{_where(err, env) or name}: template not found: {err.name}") from err
+    except Exception as err:  # undefined names, sandbox refusals, bad filter input
+        where = _where(err, env) or name
+        raise TemplateError(f"{where}: {_describe(err)}") from err
+    if spec.backend == "slurm":
+        _check_sbatch_lines(script)
+    return script
+
+
+def template_context(spec: JobSpec, interpreter: Interpreter | None = None) -> dict[str, Any]:
+    """The variables every template sees (documented in docs/templates.md)."""
+    local = spec.backend == "local"
+    chosen = interpreter or choose_interpreter(spec.env)
+    return {
+        "spec": spec.model_copy(deep=True),
+        "backend": spec.backend,
+        "local": local,
+        "hosts": ["127.0.0.1"] if local else list(spec.ssh.hosts),
+        "nodes": spec.resources.nodes,
+        "procs_per_node": spec.procs_per_node,
+        "tasks_per_node": spec.tasks_per_node,
+        "cpus_per_task": spec.cpus_per_scheduler_task,
+        "world_size": spec.world_size,
+        "program": program_argv(spec, chosen),
+        "interpreter": chosen,
+        "exports": env_exports(spec),
+        "requeue_exit_code": REQUEUE_EXIT_CODE,
+        "port_rule": {
+            "base": ports.PORT_BASE,
+            "span": ports.PORT_SPAN,
+            "decimal_digits": ports.DECIMAL_DIGITS,
+            "base36_chars": ports.BASE36_CHARS,
+        },
+    }
+
+
+def program_argv(spec: JobSpec, interpreter: Interpreter | None = None) -> list[str]:
+    """What every process runs: the user's command, or the bundled trainer (with run.python,
+    else env.python's interpreter, else python3)."""
+    run = spec.run
+    if run.command is not None:
+        return list(run.command)
+    assert run.train is not None  # the schema demands exactly one of train / command
+    chosen = interpreter or choose_interpreter(spec.env)
+    python = run.python or chosen.path or "python3"
+    argv = [python, "-m", "train", "--config", run.train.config]
+    for key, value in run.train.overrides.items():
+        argv += ["--set", f"{key}={shell_word(value)}"]
+    return argv
+
+
+def env_exports(spec: JobSpec) -> list[tuple[str, str]]:
+    """Exported variables, later sources winning: the GPU request, NCCL preset, threads per
+    process, debug, torchrun restart fix, nccl.vars, env.vars."""
+    nccl = spec.env.nccl
+    exports: dict[str, str] = {}
+    if spec.resources.gpus_per_node:
+        # The bundled trainer then trains on CUDA or stops: never silently on CPU.
+        exports["JOBKIT_GPUS_PER_NODE"] = str(spec.resources.gpus_per_node)
+    if nccl.preset == "ethernet":
+        exports["NCCL_IB_DISABLE"] = "1"
+    elif nccl.preset == "infiniband":
+        exports["NCCL_IB_DISABLE"] = "0"
+    if nccl.socket_ifname:
+        exports["NCCL_SOCKET_IFNAME"] = nccl.socket_ifname
+    if nccl.ib_hca:
+        exports["NCCL_IB_HCA"] = nccl.ib_hca
+    threads = spec.cpus_per_process
+    submitit = spec.backend == "submitit"  # one task per process: no torchrun
+    if threads is not None:
+        exports["OMP_NUM_THREADS"] = str(threads)
+    elif spec.launch.launcher == "torchrun" and spec.procs_per_node > 1 and not submitit:
+        # What torchrun sets anyway for several processes, said here: no warning banner.
+        exports["OMP_NUM_THREADS"] = "1"
+    if spec.env.debug:
+        exports.update(DEBUG_VARS)
+    if spec.launch.launcher == "torchrun" and spec.launch.max_restarts > 0:
+        # torchrun's store shared with its workers hands restarted workers the previous
+        # attempt's addresses on several nodes (pytorch#135712): they fail or hang.
+        exports["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+    for source in (nccl.vars, spec.env.vars):
+        for name, value in source.items():
+            exports[name] = shell_word(value)
+    for name in exports:
+        if not _ENV_NAME.match(name):
+            raise SpecError(f"is not a valid environment variable name: {name!r}", key="env.vars")
+    return list(exports.items())
+
+
+def shell_word(value: object) -> str:
+    """A scalar as text: booleans as YAML writes them (true/false), numbers as Python does."""
+    if isinstance(value, jinja2.Undefined):
+        str(value)  # StrictUndefined raises its own error here
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    raise TypeError(
+        f"cannot quote {type(value).__name__} value {value!r} (expected text or a number)"
+    )
+
+
+def quote(value: object) -> str:
+    """The `q` filter: one shell word, quoted like shlex.quote."""
+    return shlex.quote(shell_word(value))
+
+
+def quote_path(value: object) -> str:
+    """The `qpath` filter: like `q`, but a leading `~/` means $HOME (of the host it runs on)."""
+    text = shell_word(value)
+    if text == "~":
+        return '"$HOME"'
+    if text.startswith("~/"):
+        rest = text[2:]
+        return '"$HOME"/' + shlex.quote(rest) if rest else '"$HOME"/'
+    return shlex.quote(text)
+
+
+def quote_join(values: Iterable[object]) -> str:
+    """The `qjoin` filter: each item quoted, joined by spaces."""
+    if isinstance(values, (str, bytes)):
+        raise TypeError("qjoin needs a list of words, not a single string")
+    return " ".join(quote(value) for value in values)
+
+
+def directive_quote(value: object) -> str:
+    """The `dq` filter: a value inside an #SBATCH / #PBS line.
+
+    sbatch (and Slurm's PBS wrappers) read these lines with their own rules: a backslash
+    escapes the next character even inside quotes, and an unquoted `#` starts a comment.
+    Double quotes with `\\` and `"` escaped read back the same there and in POSIX shlex.
+    """
+    text = shell_word(value)
+    if _DIRECTIVE_SAFE.match(text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def directive_words(line: str) -> str:
+    """The `dqwords` filter: a scheduler.extra entry split like a shell and each word quoted."""
+    try:
+        words = shlex.split(shell_word(line))
+    except ValueError as err:
+        raise SpecError(f"cannot split {line!r} into words: {err}", key="scheduler.extra") from None
+    return " ".join(directive_quote(word) for word in words)
+
+
+def slurm_filename(value: object) -> str:
+    """The `slurm_filename` filter: `%` doubled, so sbatch/srun patterns keep it literal."""
+    return shell_word(value).replace("%", "%%")
+
+
+def indent_lines(text: str, width: int | str = 4, first: bool = False, blank: bool = False) -> str:
+    """The `indent` filter, breaking lines at "\n" only.
+
+    Jinja's own uses str.splitlines(), which also breaks at U+2028, NEL, vertical tab, form
+    feed...: a quoted value holding one would come out changed (a newline and the
+    indentation in its middle).
+    """
+    indention = width if isinstance(width, str) else " " * width
+    lines = (text + "\n").split("\n")[:-1]
+    if blank:
+        result = ("\n" + indention).join(lines)
+    else:
+        result = lines.pop(0) if lines else ""
+        if lines:
+            result += "\n" + "\n".join(indention + line if line else line for line in lines)
+    return indention + result if first else result
+
+
+def pbs_mail_events(mail_types: Iterable[str]) -> str:
+    """The `pbs_mail` filter: Slurm-style mail types ([END, FAIL]) as PBS -m letters (ea)."""
+    letters = ""
+    for mail_type in mail_types:
+        mapped = _PBS_MAIL.get(str(mail_type).upper())
+        if mapped is None:
+            known = ", ".join(_PBS_MAIL)
+            raise SpecError(
+                f"{mail_type!r} has no PBS equivalent (use {known})", key="scheduler.mail_type"
+            )
+        letters += "".join(ch for ch in mapped if ch not in letters)
+    return letters
+
+
+def _check_backend_limits(spec: JobSpec) -> None:
+    """Values the schema allows that a backend's syntax cannot express."""
+    if spec.backend == "slurm" and "\\" in spec.logs.dir:
+        raise SpecError(
+            "must not contain a backslash with the slurm backend (sbatch then stops"
+            " expanding %j in --output)",
+            key="logs.dir",
+        )
+    array = spec.scheduler.array
+    if (
+        spec.backend == "pbs"
+        and spec.scheduler.pbs_flavor == "pro"
+        and array
+        and not _PBS_PRO_ARRAY.match(array)
+    ):
+        raise SpecError(
+            f"PBS Pro arrays are START-END[:STEP] (got {array!r}; lists and %limits are"
+            " Slurm/Torque syntax)",
+            key="scheduler.array",
+        )
+
+
+def _check_sbatch_lines(script: str) -> None:
+    """An #SBATCH line starting with the word hetjob (or packjob) splits the job in two."""
+    for number, line in enumerate(script.split("\n"), start=1):
+        if _HETJOB_LINE.match(line):
+            raise SpecError(
+                f"line {number} of the script ({line!r}) would make a heterogeneous job, which"
+                " jobkit does not support",
+                key="scheduler.extra",
+            )
+
+
+def _environment(template_dir: Path | None) -> jinja2.Environment:
+    builtin = templates_dir()
+    search: list[jinja2.BaseLoader] = [
+        jinja2.PrefixLoader({BUILTIN_PREFIX: jinja2.FileSystemLoader(builtin)})
+    ]
+    if template_dir is not None:
+        search.append(jinja2.FileSystemLoader(template_dir))
+    search.append(jinja2.FileSystemLoader(builtin))
+    env = ImmutableSandboxedEnvironment(
+        loader=jinja2.ChoiceLoader(search),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        auto_reload=False,
+    )
+    env.bytecode_cache = bytecode_cache(env)
+    env.filters.update(
+        q=quote,
+        qpath=quote_path,
+        qjoin=quote_join,
+        dq=directive_quote,
+        dqwords=directive_words,
+        slurm_filename=slurm_filename,
+        slurm_time=format_slurm_time,
+        hms=format_hms,
+        memory=format_memory,
+        pbs_mail=pbs_mail_events,
+        indent=indent_lines,
+    )
+    return env
+
+
+def _where(err: BaseException, env: jinja2.Environment) -> str | None:
+    """FILE:LINE of the innermost template frame in the error's traceback."""
+    import traceback  # only on an error path
+
+    found = None
+    for frame in traceback.extract_tb(err.__traceback__):
+        if frame.filename.endswith(".j2") or _is_template_file(frame.filename, env):
+            found = f"{frame.filename}:{frame.lineno}"
+    return found
+
+
+def _is_template_file(filename: str, env: jinja2.Environment) -> bool:
+    loader = env.loader
+    roots: list[str] = []
+    if isinstance(loader, jinja2.ChoiceLoader):
+        for sub in loader.loaders:
+            if isinstance(sub, jinja2.FileSystemLoader):
+                roots.extend(str(Path(p).resolve()) for p in sub.searchpath)
+    try:
+        resolved = str(Path(filename).resolve())
+    except (OSError, ValueError):
+        return False
+    return any(resolved.startswith(root + "/") for root in roots)
+
+
+def _describe(err: BaseException) -> str:
+    if isinstance(err, jinja2.exceptions.SecurityError):
+        return f"refused by the template sandbox: {err}"
+    if isinstance(err, jinja2.UndefinedError):
+        return f"undefined value: {err}"
+    return f"{type(err).__name__}: {err}"
