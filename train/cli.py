@@ -59,8 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     _import_torch_quietly()
     from train.dist import DistSetupError, shutdown
-    from train.loop import TrainSetupError, run_training
+    from train.loop import run_training
     from train.preempt import StopRequest
+    from train.state import TrainSetupError
 
     try:
         if args.check:

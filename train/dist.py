@@ -190,6 +190,13 @@ def broadcast_object(value: Any, src: int = 0) -> Any:
     return value if is_source else _decode(buffer, int(size.item()))
 
 
+def all_agree(ok: bool, device: torch.device) -> bool:
+    """True when `ok` holds on every rank; also a barrier."""
+    flag = torch.tensor([0.0 if ok else 1.0], device=device)
+    dist.all_reduce(flag)
+    return flag.item() == 0.0
+
+
 def barrier(device: torch.device) -> None:
     """Wait for every rank (an all-reduce, so it works the same on gloo and nccl)."""
     flag = torch.zeros(1, device=device)

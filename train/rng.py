@@ -18,6 +18,11 @@ def seed_everything(seed: int) -> None:
         numpy.random.seed(seed % 2**32)
 
 
+def seed_per_rank(seed: int, rank: int) -> None:
+    """Different streams for dropout and the like on each rank, fixed by the seed."""
+    seed_everything(seed * 100_003 + 1 + rank)
+
+
 def capture_rng() -> dict[str, Any]:
     """This process's generator states, loadable with torch.load(weights_only=True)."""
     cuda_ready = torch.cuda.is_initialized()  # type: ignore[no-untyped-call]

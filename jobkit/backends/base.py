@@ -1,4 +1,4 @@
-"""The protocol every backend implements, and the records passed across it.
+"""The contract every backend implements, and the records passed across it.
 
 Backends never touch the registry: the CLI records intent, calls `submit`, records the
 result; `poll` answers for many jobs in one batched scheduler query.
@@ -6,11 +6,13 @@ result; `poll` answers for many jobs in one batched scheduler query.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from jobkit.core.conventions import job_log_paths
 from jobkit.core.states import State
 
 if TYPE_CHECKING:  # the schema pulls in pydantic (~0.1 s): not needed to poll or cancel
@@ -76,27 +78,95 @@ class Observation:
     cpu_time: str | None = None
 
 
-class Backend(Protocol):
-    """A scheduler or launcher jobkit can submit to."""
+class Backend(ABC):
+    """A scheduler or launcher jobkit can submit to (docs/design.md, "How to add a backend").
 
-    name: str
+    Required: `name`, `submit_argv` (the dry run), `submit`, `poll`, `cancel`. The rest are
+    capabilities with defaults: a backend overrides what its scheduler can do better.
+    Instances are built with no arguments and hold no per-job state.
+    """
 
+    name: ClassVar[str]
+    """The `backend:` value in a job spec; the key in backends/registry.py."""
+    template: ClassVar[str | None] = None
+    """Main template under templates/ (None: the backend writes its own file, see `script`)."""
+    poll_interval_s: ClassVar[float] = 3.0
+    """How often `jobkit logs -f` asks for the state (a scheduler query costs the cluster)."""
+    launchers: ClassVar[tuple[str, ...]] = ("torchrun",)
+    """The `launch.launcher` values this backend can start."""
+    task_per_process: ClassVar[bool] = False
+    """True where the scheduler starts one task per training process whatever the launcher
+    (submitit): a task's CPUs are then one process's."""
+    lost_reply_fate_unknown: ClassVar[bool] = False
+    """True where a submission whose reply was lost and that `find_lost` cannot see may still
+    have been accepted: such a row becomes UNKNOWN (kept looked for), never FAILED."""
+
+    # -- before submitting ----------------------------------------------------------------
+
+    @classmethod
+    def validate(cls, spec: JobSpec) -> None:
+        """Checks of the spec that only this backend needs; raise spec.schema.CrossFieldError.
+
+        Runs as the spec is loaded (torch-free, no command run)."""
+        return None
+
+    def script(self, spec: JobSpec, template_dir: Path | None, workdir: Path) -> str:
+        """The script `jobkit render` prints and `submit` sends (default: the template)."""
+        from jobkit.render.engine import render
+
+        return render(spec, template_dir=template_dir)
+
+    @classmethod
+    def template_context(cls, spec: JobSpec) -> dict[str, Any]:
+        """Variables this backend's template needs beyond the common ones (render/engine.py
+        `template_context`); they win over the common ones."""
+        return {}
+
+    @classmethod
+    def check_script(cls, spec: JobSpec, script: str) -> None:
+        """Refuse a value the scheduler's syntax cannot express, or a rendered script it would
+        misread: raise SpecError naming the key (runs at render, also for site templates)."""
+        return None
+
+    @abstractmethod
     def submit_argv(self, request: SubmitRequest) -> list[str]:
         """The exact command `submit` will run (shown by --dry-run / --show-command)."""
-        ...
 
+    # -- submitting -------------------------------------------------------------------------
+
+    @abstractmethod
     def submit(self, request: SubmitRequest) -> Submitted:
         """Launch the job; raise SchedulerError with the scheduler's stderr on refusal."""
-        ...
 
+    def log_paths(self, request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
+        """Absolute 'out', 'err' and 'run_dir' of a job (default: the shared rule in
+        core/conventions.py)."""
+        return job_log_paths(
+            request.workdir, request.spec.logs.dir, request.spec.name, scheduler_id
+        )
+
+    def submit_extra(self, request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
+        """Facts kept with the job beside its id (also for a job adopted after a lost reply)."""
+        return {"run_dir": self.log_paths(request, scheduler_id)["run_dir"]}
+
+    def find_lost(
+        self, requests: Mapping[str, SubmitRequest | None], since: float
+    ) -> dict[str, str]:
+        """token -> scheduler id of submissions whose reply was lost, found by their token or
+        script path; `since` is when the oldest was recorded. A request is None where the
+        recorded spec cannot be read back (only the token is known). Default: none found."""
+        return {}
+
+    # -- after submitting -------------------------------------------------------------------
+
+    @abstractmethod
     def poll(self, jobs: Sequence[TrackedJob]) -> dict[str, Observation]:
         """States of many jobs in one batched query, keyed by scheduler_id.
 
         Jobs the scheduler does not know are left out. Raise SchedulerError when the
         scheduler cannot answer: the caller then changes no job's state.
         """
-        ...
 
+    @abstractmethod
     def cancel(self, jobs: Sequence[TrackedJob]) -> None:
         """Stop these jobs (and every process they started)."""
-        ...

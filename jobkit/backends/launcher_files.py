@@ -20,9 +20,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from jobkit.backends import processes
-from jobkit.backends.base import Observation, SubmitRequest, TrackedJob
+from jobkit.backends.base import Backend, Observation, SubmitRequest, TrackedJob
+from jobkit.core.conventions import EXIT_CODE_FILE as EXIT_FILE
+from jobkit.core.conventions import REQUEUE_EXIT_CODE, log_stem, logs_folder
 from jobkit.core.errors import SchedulerError
-from jobkit.core.run_files import EXIT_FILE, read_exit_file
+from jobkit.core.run_files import read_exit_file
 from jobkit.core.states import State
 from jobkit.spec.schema import JobSpec
 
@@ -31,7 +33,6 @@ CANCELLED_FILE = "cancelled"
 LAUNCHER_PID_FILE = "launcher.pid"
 """The launcher writes its pid into the run folder as it starts (templates/ssh)."""
 _STOP_SIGNALS = {129: "SIGHUP", 130: "SIGINT", 143: "SIGTERM"}
-REQUEUE_EXIT = 75
 
 # Run in a new session (start_new_session): starts the launcher, prints its pid and exits
 # at once, so the launcher is nobody's child here and outlives `jobkit submit`. A Python
@@ -65,10 +66,8 @@ class JobFiles:
 
 def job_files(spec: JobSpec, job_id: str, workdir: Path) -> JobFiles:
     """`{logs.dir}/{name}-{JOBID}.out|.err` and the run folder, logs.dir relative to workdir."""
-    logs_dir = Path(spec.logs.dir)
-    if not logs_dir.is_absolute():
-        logs_dir = workdir / logs_dir
-    base = f"{spec.name}-{job_id}"
+    logs_dir = logs_folder(workdir, spec.logs.dir)
+    base = log_stem(spec.name, job_id)
     return JobFiles(logs_dir / f"{base}.out", logs_dir / f"{base}.err", logs_dir / base)
 
 
@@ -133,12 +132,14 @@ def launch_detached(
     )
 
 
-def find_launched(requests: Mapping[str, SubmitRequest]) -> dict[str, str]:
+def find_launched(requests: Mapping[str, SubmitRequest | None]) -> dict[str, str]:
     """Of these submissions (by token), the ones whose launcher started although `jobkit
     submit` stopped before recording it: token -> scheduler id (the jobkit id). The run
     folder tells: the launcher's pid file, or already its exit code."""
     found: dict[str, str] = {}
     for token, request in requests.items():
+        if request is None:
+            continue
         run_dir = job_files(request.spec, request.jobkit_id, request.workdir).run_dir
         if (run_dir / LAUNCHER_PID_FILE).is_file() or read_exit_file(run_dir) is not None:
             found[token] = request.jobkit_id
@@ -253,8 +254,11 @@ def _observe_state(job: TrackedJob) -> Observation:
             reason=f"stopped by {_STOP_SIGNALS[code]}",
         )
     reason = None
-    if code == REQUEUE_EXIT:
-        reason = "the program asked to be requeued (exit 75); this backend does not requeue"
+    if code == REQUEUE_EXIT_CODE:
+        reason = (
+            f"the program asked to be requeued (exit {REQUEUE_EXIT_CODE}); this backend does"
+            " not requeue"
+        )
     return Observation(State.FAILED, raw, "exit-file", exit_code=code, reason=reason)
 
 
@@ -301,16 +305,24 @@ def stop_launchers(jobs: Sequence[TrackedJob], grace_s: float) -> list[TrackedJo
     return running
 
 
-class LauncherJobs:
+class LauncherJobs(Backend):
     """What the local and ssh backends share: both run a launcher on this machine, so a
     job's files, its adoption after a lost `jobkit submit` and its state come from here."""
 
-    def find_launched(self, requests: Mapping[str, SubmitRequest]) -> dict[str, str]:
+    template = "ssh/launch.sh.j2"
+    poll_interval_s = 1.0  # a look at /proc and a file: cheap
+
+    def submit_argv(self, request: SubmitRequest) -> list[str]:
+        """`bash <script>`, run detached with output appended to the job's .out/.err."""
+        return ["bash", str(request.script_path)]
+
+    def find_lost(
+        self, requests: Mapping[str, SubmitRequest | None], since: float
+    ) -> dict[str, str]:
         """token -> job id of the launchers that started (see find_launched)."""
         return find_launched(requests)
 
-    @staticmethod
-    def log_paths(request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
+    def log_paths(self, request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
         """The job's .out/.err and run folder (the scheduler id is the jobkit id)."""
         return job_files(request.spec, scheduler_id, request.workdir).as_log_paths()
 

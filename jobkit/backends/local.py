@@ -7,9 +7,12 @@ files are `{logs.dir}/{name}-{jobkit id}.out|.err` and `{logs.dir}/{name}-{jobki
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from jobkit.backends import launcher_files
 from jobkit.backends.base import SubmitRequest, Submitted, TrackedJob
+from jobkit.core.errors import CrossFieldError
+from jobkit.spec.schema import JobSpec
 
 DEFAULT_GRACE_S = 75.0
 """Seconds between SIGTERM to the launcher and SIGKILL to what is left: more than the
@@ -22,12 +25,22 @@ class LocalBackend(launcher_files.LauncherJobs):
 
     name = "local"
 
+    @classmethod
+    def template_context(cls, spec: JobSpec) -> dict[str, Any]:
+        """The ssh launcher's template, with this machine as the one host."""
+        return {"local": True, "hosts": ["127.0.0.1"]}
+
+    @classmethod
+    def validate(cls, spec: JobSpec) -> None:
+        """One node: this machine."""
+        if spec.resources.nodes != 1:
+            raise CrossFieldError(
+                "resources.nodes",
+                f"the local backend runs on one node (got {spec.resources.nodes})",
+            )
+
     def __init__(self, grace_s: float = DEFAULT_GRACE_S) -> None:
         self.grace_s = grace_s
-
-    def submit_argv(self, request: SubmitRequest) -> list[str]:
-        """`bash <script>`, run detached with output appended to the job's .out/.err."""
-        return ["bash", str(request.script_path)]
 
     def submit(self, request: SubmitRequest) -> Submitted:
         """Start the launcher; its pid, process group and start time go into `extra`."""

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from jobkit.backends import launcher_files
 from jobkit.backends.base import SubmitRequest, Submitted, TrackedJob
-from jobkit.core.errors import SchedulerError
-from jobkit.spec.schema import Ssh
+from jobkit.core.errors import CrossFieldError, SchedulerError
+from jobkit.spec.schema import JobSpec, Ssh
 
 DEFAULT_GRACE_S = 75.0
 """Seconds between SIGTERM to the launcher and SIGKILL: more than the launcher's own grace
@@ -146,15 +146,23 @@ class SshBackend(launcher_files.LauncherJobs):
 
     name = "ssh"
 
+    @classmethod
+    def validate(cls, spec: JobSpec) -> None:
+        """One host per node, from ssh.hosts."""
+        hosts, nodes = spec.ssh.hosts, spec.resources.nodes
+        if not hosts:
+            raise CrossFieldError("ssh.hosts", "the ssh backend needs at least one host")
+        if nodes != len(hosts):
+            raise CrossFieldError(
+                "resources.nodes",
+                f"must equal the number of ssh.hosts ({len(hosts)}; got {nodes})",
+            )
+
     def __init__(
         self, grace_s: float = DEFAULT_GRACE_S, remote_grace_s: float = REMOTE_GRACE_S
     ) -> None:
         self.grace_s = grace_s
         self.remote_grace_s = remote_grace_s
-
-    def submit_argv(self, request: SubmitRequest) -> list[str]:
-        """`bash <script>`, run detached here (the script runs ssh for each host)."""
-        return ["bash", str(request.script_path)]
 
     def submit(self, request: SubmitRequest) -> Submitted:
         """Start the launcher; keep its pid and what cancel needs to reach the hosts."""

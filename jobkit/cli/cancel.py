@@ -24,7 +24,7 @@ def cancel(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
     """
     if not ids and not last:
         raise UsageError("give one or more job ids, or --last")
-    from jobkit.backends import BackendUnavailable, get_backend
+    from jobkit.backends.registry import BackendUnavailable, get_backend
     from jobkit.manager.refresh import refresh
     from jobkit.manager.submit import reconcile_submissions
     from jobkit.registry.ids import resolve_jobs

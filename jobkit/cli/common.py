@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from jobkit.backends.registry import builtin_names
+
 if TYPE_CHECKING:
     from jobkit.spec.load import LoadedSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-BACKEND_NAMES = ("local", "slurm", "pbs", "ssh", "submitit")
+BACKEND_NAMES = builtin_names()
 """For --help only; the schema checks the value (an unknown one is a one-line SpecError)."""
 
 

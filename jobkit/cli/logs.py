@@ -33,11 +33,18 @@ from jobkit.registry.store import SUBMITTING, JobRecord, Store
 if TYPE_CHECKING:
     from jobkit.logs.files import Selection
 
-CHEAP_POLL_BACKENDS = ("local", "ssh")
-"""Backends whose poll reads local files only: asked about the job every second."""
-CHEAP_POLL_S = 1.0
-SCHEDULER_POLL_S = 3.0
-"""Other backends (one squeue/qstat per poll): asked every 3 s while following."""
+
+def poll_interval(backend: str) -> float:
+    """How often to ask about a followed job: its backend's Backend.poll_interval_s (1 s where
+    a poll reads local files, 3 s where it runs squeue/qstat)."""
+    from jobkit.backends.registry import BackendUnavailable, backend_class
+
+    try:
+        return backend_class(backend).poll_interval_s
+    except (BackendUnavailable, UsageError):
+        return 3.0
+
+
 RANK_HOST_POLL_S = 0.5
 """How often `--rank N -f` looks for the note of which host runs rank N."""
 
@@ -122,7 +129,7 @@ def _wait_for_rank_host(store: Store, record: JobRecord, rank: int, task: str | 
 
     run_dir = Path(record.log_paths_for(task)["run_dir"])
     click.echo(f"jobkit: waiting for the job to start rank {rank}", err=True)
-    interval = CHEAP_POLL_S if record.backend in CHEAP_POLL_BACKENDS else SCHEDULER_POLL_S
+    interval = poll_interval(record.backend)
     next_poll = 0.0
     while rank_host(run_dir, rank) is None:
         if time.monotonic() >= next_poll:
@@ -180,7 +187,7 @@ def _follow(store: Store, record: JobRecord, sources: list[LogSource], tail_n: i
                 click.echo(f"jobkit: {failure.warning()}", err=True)
         return current.is_final or current.state == State.UNKNOWN.value
 
-    interval = CHEAP_POLL_S if record.backend in CHEAP_POLL_BACKENDS else SCHEDULER_POLL_S
+    interval = poll_interval(record.backend)
     timing = FollowTiming(done_interval_s=interval)
     for batch in follow_batches(sources, is_done, timing=timing):
         _write(batch)

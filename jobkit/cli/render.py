@@ -28,8 +28,8 @@ def submit_command(spec: JobSpec, script_path: Path) -> list[str]:
     It comes from the backend itself (Backend.submit_argv); per-submission values that only
     exist at submit time show as placeholders (`<token>`, `<jobkit-id>`).
     """
-    from jobkit.backends import get_backend
     from jobkit.backends.base import SubmitRequest
+    from jobkit.backends.registry import get_backend
 
     request = SubmitRequest(
         jobkit_id="<jobkit-id>",
@@ -62,14 +62,9 @@ def render(spec_args: SpecArgs, output: str | None, show_command: bool) -> None:
     from jobkit.spec.trainer_check import check_trainer_config
 
     check_trainer_config(loaded, Path.cwd())
-    if loaded.spec.backend == "submitit":
-        from jobkit.backends.submitit.backend import sbatch_text
+    from jobkit.backends.registry import get_backend
 
-        script = sbatch_text(loaded.spec, Path.cwd())
-    else:
-        from jobkit.render.engine import render as render_template
-
-        script = render_template(loaded.spec, template_dir=loaded.template_dir)
+    script = get_backend(loaded.spec.backend).script(loaded.spec, loaded.template_dir, Path.cwd())
     if output is None:
         sys.stdout.write(script)
         sys.stdout.flush()

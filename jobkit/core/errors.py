@@ -76,3 +76,12 @@ class SchedulerError(JobkitError):
         why = self.reason or f"exit {self.returncode}"
         detail = (self.stderr or self.stdout).strip()
         return f"{cmd}: {why}" + (f": {detail}" if detail else "")
+
+
+class CrossFieldError(ValueError):
+    """A cross-field check failed; `key` names the field the message is about."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        self.message = message
+        super().__init__(f"{key}: {message}")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-EXIT_FILE = "exit_code"
+from jobkit.core.conventions import EXIT_CODE_FILE as EXIT_FILE
+from jobkit.core.conventions import FAILURE_FILE
 
 
 def read_exit_file(run_dir: str | Path | None) -> int | None:
@@ -18,9 +19,6 @@ def read_exit_file(run_dir: str | Path | None) -> int | None:
     return int(text) if text.lstrip("-").isdigit() else None
 
 
-FAILURE_FILE = "failure"
-"""One line the script leaves in the run folder when it stops the job before the program
-runs (templates/common/env.sh.j2: a missing venv, conda or interpreter)."""
 _FAILURE_MAX_CHARS = 500
 
 

@@ -14,8 +14,8 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from jobkit.backends import BackendUnavailable, get_backend
 from jobkit.backends.base import Observation
+from jobkit.backends.registry import BackendUnavailable, get_backend
 from jobkit.core.errors import JobkitError, SchedulerError
 from jobkit.core.run_files import read_failure_note
 from jobkit.core.states import State

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobkit.backends import BackendUnavailable, get_backend
 from jobkit.backends.base import Backend, SubmitRequest
+from jobkit.backends.registry import BackendUnavailable, get_backend
 from jobkit.core.errors import JobkitError, SchedulerError
 from jobkit.core.proc import SchedulerTimeout
 from jobkit.registry.store import SUBMITTING, JobRecord, Store, new_token
@@ -63,13 +63,7 @@ def render_script(
 ) -> str:
     """The script `jobkit render` prints for this spec: the template's, or for submitit the
     sbatch file submitit writes (its folder is absolute: under `workdir`, default the cwd)."""
-    if spec.backend == "submitit":
-        from jobkit.backends.submitit.backend import sbatch_text
-
-        return sbatch_text(spec, workdir or Path.cwd())
-    from jobkit.render.engine import render
-
-    return render(spec, template_dir=template_dir)
+    return get_backend(spec.backend).script(spec, template_dir, workdir or Path.cwd())
 
 
 def plan_submission(spec: JobSpec, *, workdir: Path, template_dir: Path | None = None) -> Plan:
@@ -274,7 +268,7 @@ def reconcile_submissions(store: Store, *, now: float | None = None) -> Reconcil
 def _give_up(store: Store, backend: Backend, record: JobRecord) -> JobRecord:
     """A submission nobody found: FAILED where a lost reply means a lost job; of unknown fate
     where the scheduler may have taken it unseen (PBS)."""
-    if getattr(backend, "lost_reply_fate_unknown", False):
+    if backend.lost_reply_fate_unknown:
         return store.mark_fate_unknown(
             record.jobkit_id,
             "submission reply lost: the scheduler may have accepted it, but no job of its"
@@ -288,40 +282,24 @@ def _give_up(store: Store, backend: Backend, record: JobRecord) -> JobRecord:
 
 
 def _find_submissions(backend: Backend, records: Sequence[JobRecord]) -> dict[str, str]:
-    """token -> scheduler id of the orphaned rows' jobs the backend knows.
-
-    Schedulers are asked by token (`find_submissions`); local and ssh launchers are looked
-    for in their run folders (`find_launched`).
-    """
-    finder = getattr(backend, "find_submissions", None)
-    if finder is not None:
-        since = min(r.created_at for r in records)
-        found: dict[str, str] = finder([r.token for r in records], since)
-        return found
-    launched = getattr(backend, "find_launched", None)
-    if launched is None:
-        return {}
-    requests: dict[str, SubmitRequest] = {}
+    """token -> scheduler id of the orphaned rows' jobs the backend can find (Backend.find_lost:
+    schedulers by token or script path, local and ssh launchers in their run folders)."""
+    requests: dict[str, SubmitRequest | None] = {}
     for record in records:
         try:
             requests[record.token] = request_for(record)
         except ValueError:
-            continue  # a spec this jobkit cannot read back
-    started: dict[str, str] = launched(requests)
-    return started
+            requests[record.token] = None  # a spec this jobkit cannot read back
+    return backend.find_lost(requests, min(r.created_at for r in records))
 
 
 def _adopt(store: Store, backend: Backend, record: JobRecord, scheduler_id: str) -> JobRecord:
     paths: dict[str, str] = {}
     extra: dict[str, Any] = {"adopted": True}
-    log_paths = getattr(backend, "log_paths", None)
-    submit_extra = getattr(backend, "submit_extra", None)
     try:
         request = request_for(record)
-        if log_paths is not None:
-            paths = log_paths(request, scheduler_id)
-        if submit_extra is not None:
-            extra.update(submit_extra(request, scheduler_id))
+        paths = backend.log_paths(request, scheduler_id)
+        extra.update(backend.submit_extra(request, scheduler_id))
     except ValueError:
         pass  # a spec this jobkit cannot read back: adopt without log paths
     current = store.get(record.jobkit_id)

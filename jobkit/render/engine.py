@@ -16,24 +16,14 @@ from typing import Any
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from jobkit.core import ports
+from jobkit.backends.registry import backend_class
+from jobkit.core.conventions import template_constants
 from jobkit.core.errors import JobkitError, SpecError
 from jobkit.core.paths import templates_dir
 from jobkit.core.units import format_hms, format_memory, format_slurm_time
 from jobkit.render.cache import bytecode_cache
 from jobkit.render.interpreter import Interpreter, choose_interpreter
 from jobkit.spec.schema import JobSpec
-
-TEMPLATE_FOR_BACKEND = {
-    "slurm": "slurm/job.sh.j2",
-    "pbs": "pbs/job.sh.j2",
-    "ssh": "ssh/launch.sh.j2",
-    "local": "ssh/launch.sh.j2",
-}
-"""The main template of each backend (submitit writes its own file: backends/submitit.py)."""
-
-REQUEUE_EXIT_CODE = 75
-"""EX_TEMPFAIL: the trainer's "checkpoint saved, requeue me" exit code (docs/design.md)."""
 
 BUILTIN_PREFIX = "builtin"
 """`{% extends "builtin/slurm/job.sh.j2" %}` always names the built-in template."""
@@ -52,8 +42,6 @@ DEBUG_VARS = {
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DIRECTIVE_SAFE = re.compile(r"^[A-Za-z0-9@%+=:,./_-]+$")
-_HETJOB_LINE = re.compile(r"^#SBATCH\s+(hetjob|packjob)(\s|$)", re.IGNORECASE)
-_PBS_PRO_ARRAY = re.compile(r"^\d+-\d+(?::\d+)?$")
 _PBS_MAIL = {"BEGIN": "b", "END": "e", "FAIL": "a", "ALL": "abe", "NONE": "n"}
 
 
@@ -71,10 +59,9 @@ def render(
     `template_dir` (a site's templates) is searched before the built-in ones; `interpreter`
     is env.python's choice (default: chosen from this process's environment).
     """
-    name = TEMPLATE_FOR_BACKEND.get(spec.backend)
+    name = backend_class(spec.backend).template
     if name is None:
         return ""
-    _check_backend_limits(spec)
     env = _environment(template_dir)
     try:
         template = env.get_template(name)
@@ -89,20 +76,18 @@ def render(
     except Exception as err:  # undefined names, sandbox refusals, bad filter input
         where = _where(err, env) or name
         raise TemplateError(f"{where}: {_describe(err)}") from err
-    if spec.backend == "slurm":
-        _check_sbatch_lines(script)
+    backend_class(spec.backend).check_script(spec, script)
     return script
 
 
 def template_context(spec: JobSpec, interpreter: Interpreter | None = None) -> dict[str, Any]:
     """The variables every template sees (documented in docs/templates.md)."""
-    local = spec.backend == "local"
     chosen = interpreter or choose_interpreter(spec.env)
     return {
         "spec": spec.model_copy(deep=True),
         "backend": spec.backend,
-        "local": local,
-        "hosts": ["127.0.0.1"] if local else list(spec.ssh.hosts),
+        "local": False,
+        "hosts": list(spec.ssh.hosts),
         "nodes": spec.resources.nodes,
         "procs_per_node": spec.procs_per_node,
         "tasks_per_node": spec.tasks_per_node,
@@ -111,13 +96,8 @@ def template_context(spec: JobSpec, interpreter: Interpreter | None = None) -> d
         "program": program_argv(spec, chosen),
         "interpreter": chosen,
         "exports": env_exports(spec),
-        "requeue_exit_code": REQUEUE_EXIT_CODE,
-        "port_rule": {
-            "base": ports.PORT_BASE,
-            "span": ports.PORT_SPAN,
-            "decimal_digits": ports.DECIMAL_DIGITS,
-            "base36_chars": ports.BASE36_CHARS,
-        },
+        **template_constants(),
+        **backend_class(spec.backend).template_context(spec),
     }
 
 
@@ -153,7 +133,7 @@ def env_exports(spec: JobSpec) -> list[tuple[str, str]]:
     if nccl.ib_hca:
         exports["NCCL_IB_HCA"] = nccl.ib_hca
     threads = spec.cpus_per_process
-    submitit = spec.backend == "submitit"  # one task per process: no torchrun
+    submitit = backend_class(spec.backend).task_per_process  # one task per process: no torchrun
     if threads is not None:
         exports["OMP_NUM_THREADS"] = str(threads)
     elif spec.launch.launcher == "torchrun" and spec.procs_per_node > 1 and not submitit:
@@ -267,39 +247,6 @@ def pbs_mail_events(mail_types: Iterable[str]) -> str:
             )
         letters += "".join(ch for ch in mapped if ch not in letters)
     return letters
-
-
-def _check_backend_limits(spec: JobSpec) -> None:
-    """Values the schema allows that a backend's syntax cannot express."""
-    if spec.backend == "slurm" and "\\" in spec.logs.dir:
-        raise SpecError(
-            "must not contain a backslash with the slurm backend (sbatch then stops"
-            " expanding %j in --output)",
-            key="logs.dir",
-        )
-    array = spec.scheduler.array
-    if (
-        spec.backend == "pbs"
-        and spec.scheduler.pbs_flavor == "pro"
-        and array
-        and not _PBS_PRO_ARRAY.match(array)
-    ):
-        raise SpecError(
-            f"PBS Pro arrays are START-END[:STEP] (got {array!r}; lists and %limits are"
-            " Slurm/Torque syntax)",
-            key="scheduler.array",
-        )
-
-
-def _check_sbatch_lines(script: str) -> None:
-    """An #SBATCH line starting with the word hetjob (or packjob) splits the job in two."""
-    for number, line in enumerate(script.split("\n"), start=1):
-        if _HETJOB_LINE.match(line):
-            raise SpecError(
-                f"line {number} of the script ({line!r}) would make a heterogeneous job, which"
-                " jobkit does not support",
-                key="scheduler.extra",
-            )
 
 
 def _environment(template_dir: Path | None) -> jinja2.Environment:

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from jobkit.core.errors import CrossFieldError
 from jobkit.core.yamlsrc import KeyPath, lookup
-from jobkit.spec.schema import CrossFieldError
 from jobkit.spec.walk import model_at, split_key
 
 _TYPE_WORDS = {

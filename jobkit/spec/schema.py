@@ -13,16 +13,18 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
+    WithJsonSchema,
     model_validator,
 )
 
+from jobkit.backends.registry import backend_class, backend_names, builtin_names, is_known
+from jobkit.backends.sge.options import SgeOptions
+from jobkit.core.errors import CrossFieldError
 from jobkit.core.units import parse_duration, parse_memory_mb
+from jobkit.spec.model import StrictModel
 
-BACKENDS = ("local", "slurm", "pbs", "ssh", "submitit")
 LAUNCHERS = ("torchrun", "srun", "mpirun")
 
 _FORBIDDEN_CHARS = {"\n": "newline", "\r": "carriage return", "\x00": "NUL"}
@@ -53,6 +55,18 @@ def _job_name(value: str) -> str:
 
 
 JobName = Annotated[str, AfterValidator(_job_name)]
+
+
+def _backend_name(value: str) -> str:
+    if not is_known(value):
+        raise ValueError(f"must be one of: {', '.join(backend_names())} (got {value!r})")
+    return value
+
+
+BackendName = Annotated[
+    str, AfterValidator(_backend_name), WithJsonSchema({"enum": list(builtin_names())})
+]
+"""A backend in backends/registry.py (built in, or a plug-in's entry point)."""
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -141,17 +155,6 @@ def _python_choice(value: str) -> str:
 
 
 PythonChoice = Annotated[NonEmptySafeStr, AfterValidator(_python_choice)]
-
-
-class StrictModel(BaseModel):
-    """Unknown keys are errors; values are validated on assignment too.
-
-    A number where text is expected is taken as text (`account: 12345`, `--epochs, 3`).
-    """
-
-    model_config = ConfigDict(
-        extra="forbid", validate_assignment=True, frozen=False, coerce_numbers_to_str=True
-    )
 
 
 class Resources(StrictModel):
@@ -362,9 +365,7 @@ class JobSpec(StrictModel):
     name: JobName = Field(
         description="Job name: letters, digits and . _ + - (used in log and run folder names)."
     )
-    backend: Literal["local", "slurm", "pbs", "ssh", "submitit"] = Field(
-        "local", description="Where the job runs."
-    )
+    backend: BackendName = Field("local", description="Where the job runs.")
     profile: SafeStr | None = Field(None, description="Site profile to layer under this file.")
     resources: Resources = Field(default_factory=Resources)
     scheduler: Scheduler = Field(default_factory=Scheduler)
@@ -372,11 +373,13 @@ class JobSpec(StrictModel):
     launch: Launch = Field(default_factory=Launch)
     run: Run
     ssh: Ssh = Field(default_factory=Ssh)
+    sge: SgeOptions = Field(default_factory=SgeOptions)
     logs: Logs = Field(default_factory=Logs)
 
     @model_validator(mode="after")
     def _cross_field(self) -> JobSpec:
         check_cross_fields(self)
+        backend_class(self.backend).validate(self)
         return self
 
     # Derived values the templates use; pure functions of the spec.
@@ -408,7 +411,7 @@ class JobSpec(StrictModel):
         res = self.resources
         if res.cpus_per_task is not None or res.cpus_per_process is None:
             return res.cpus_per_task
-        if self.backend == "submitit":
+        if backend_class(self.backend).task_per_process:
             return res.cpus_per_process
         return res.cpus_per_process * self.procs_per_node // self.tasks_per_node
 
@@ -419,44 +422,15 @@ class JobSpec(StrictModel):
         res = self.resources
         if res.cpus_per_process is not None or res.cpus_per_task is None:
             return res.cpus_per_process
-        if self.backend == "submitit":
+        if backend_class(self.backend).task_per_process:
             return res.cpus_per_task
         return max(1, res.cpus_per_task * self.tasks_per_node // self.procs_per_node)
-
-
-class CrossFieldError(ValueError):
-    """A cross-field check failed; `key` names the field the message is about."""
-
-    def __init__(self, key: str, message: str) -> None:
-        self.key = key
-        self.message = message
-        super().__init__(f"{key}: {message}")
 
 
 def check_cross_fields(spec: JobSpec) -> None:
     """Checks that involve several keys; raise CrossFieldError naming the key to fix."""
     res, launch = spec.resources, spec.launch
-    if spec.backend == "ssh":
-        if not spec.ssh.hosts:
-            raise CrossFieldError("ssh.hosts", "the ssh backend needs at least one host")
-        if res.nodes != len(spec.ssh.hosts):
-            raise CrossFieldError(
-                "resources.nodes",
-                f"must equal the number of ssh.hosts ({len(spec.ssh.hosts)}; got {res.nodes})",
-            )
-    if spec.backend == "local" and res.nodes != 1:
-        raise CrossFieldError(
-            "resources.nodes", f"the local backend runs on one node (got {res.nodes})"
-        )
-    if launch.launcher == "srun" and spec.backend not in ("slurm", "submitit"):
-        raise CrossFieldError(
-            "launch.launcher",
-            f"srun needs the slurm or submitit backend (backend is {spec.backend})",
-        )
-    if launch.launcher == "mpirun" and spec.backend in ("local", "ssh", "submitit"):
-        raise CrossFieldError(
-            "launch.launcher", f"mpirun needs the slurm or pbs backend (backend is {spec.backend})"
-        )
+    _check_launcher(spec)
     if launch.launcher == "torchrun" and res.tasks_per_node not in (None, 1):
         raise CrossFieldError(
             "resources.tasks_per_node",
@@ -487,14 +461,20 @@ def check_cross_fields(spec: JobSpec) -> None:
         )
     if res.gpu_type and not res.gpus_per_node:
         raise CrossFieldError("resources.gpu_type", "needs resources.gpus_per_node >= 1")
-    if spec.backend == "submitit" and "%" in spec.logs.dir:
-        raise CrossFieldError(
-            "logs.dir",
-            "must not contain % with the submitit backend (submitit reads %j, %t... in its"
-            f" folder; got {spec.logs.dir!r})",
-        )
     if spec.scheduler.mail_type and not spec.scheduler.mail_user:
         raise CrossFieldError("scheduler.mail_user", "is needed when scheduler.mail_type is set")
+
+
+def _check_launcher(spec: JobSpec) -> None:
+    """The launcher must be one the backend can start (Backend.launchers)."""
+    launcher = spec.launch.launcher
+    if launcher in backend_class(spec.backend).launchers:
+        return
+    able = [name for name in builtin_names() if launcher in backend_class(name).launchers]
+    raise CrossFieldError(
+        "launch.launcher",
+        f"{launcher} needs the {' or '.join(able)} backend (backend is {spec.backend})",
+    )
 
 
 def json_schema() -> dict[str, Any]:

@@ -141,7 +141,7 @@ def test_a_submission_folder_with_percent_is_refused_before_anything_is_recorded
 def test_status_and_polling_never_import_submitit() -> None:
     code = (
         "import sys\n"
-        "from jobkit.backends import get_backend\n"
+        "from jobkit.backends.registry import get_backend\n"
         "backend = get_backend('submitit')\n"
         "assert backend.poll([]) == {}\n"
         "import jobkit.cli.status, jobkit.cli.logs\n"

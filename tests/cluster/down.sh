@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Stop the jobkit test cluster started by up.sh: cancel its jobs, stop each daemon by its pid
-# file (sshd, slurmd n2/n1, slurmctld, slurmdbd, MariaDB, munged), wait for each to exit, and
+# Stop the jobkit test cluster started by up.sh: stop SGE (tests/cluster/sge.sh down), cancel
+# the Slurm jobs, stop each daemon by its pid file (sshd, slurmd n2/n1, slurmctld, slurmdbd,
+# MariaDB, munged), wait for each to exit, and
 # remove the managed /root/.ssh/config block, the /etc/hosts line and the slurm.conf link.
 # Harmless when nothing runs. The state folder (database, job ids, keys) is kept.
 set -euo pipefail
@@ -45,6 +46,8 @@ main() {
     jk_check_dir
     jk_lock
     cancel_jobs
+    # SGE first: its jobs, execds and node sshds (harmless when it never ran).
+    JK_SGE_LOCKED=1 bash "$here/sge.sh" down
     for d in sshd slurmd-n2 slurmd-n1 slurmctld slurmdbd mariadb munged; do
         jk_stop "$d"
     done

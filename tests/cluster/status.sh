@@ -42,6 +42,9 @@ check "sacct answers" jk_sacct_ok
 check "ssh n1" jk_ssh_ok n1
 check "ssh n2" jk_ssh_ok n2
 check "qsub/qstat present" command -v qsub qstat
+if [[ ${JOBKIT_CLUSTER_SGE:-1} != 0 ]]; then
+    bash "$here/sge.sh" status | sed 's/^/  /' || ok=0
+fi
 
 if ((ok)); then
     echo "status: UP"

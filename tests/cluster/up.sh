@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Bring up the jobkit test cluster on this machine (root, Debian/Ubuntu, no systemd needed):
 # munge, MariaDB, slurmdbd, slurmctld, two slurmd (n1, n2; partition debug), Slurm's Torque
-# wrappers (qsub/qstat) and sshd on 127.0.0.1:2222 (ssh n1 / ssh n2).
+# wrappers (qsub/qstat) and sshd on 127.0.0.1:2222 (ssh n1 / ssh n2); then Son of Grid Engine
+# (tests/cluster/sge.sh up: qmaster, exec hosts n1 n2; JOBKIT_CLUSTER_SGE=0 skips it).
 # Idempotent: what already runs with the same config is left alone. See docs/cluster.md.
 set -euo pipefail
 
@@ -264,6 +265,10 @@ main() {
     jk_wait 60 "node n2 taking jobs" "$(jk_logfile slurmctld)" jk_node_ok n2
     ensure sshd
     jk_wait 60 "sacct" "$(jk_logfile slurmdbd)" jk_sacct_ok
+    # Son of Grid Engine beside Slurm (qmaster + exec hosts n1 n2); JOBKIT_CLUSTER_SGE=0 skips.
+    if [[ ${JOBKIT_CLUSTER_SGE:-1} != 0 ]]; then
+        JK_SGE_LOCKED=1 bash "$here/sge.sh" up
+    fi
     write_cluster_json
     summary
 }

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from jobkit.backends import BACKENDS
 from jobkit.backends.base import Observation
+from jobkit.backends.registry import BUILTIN, backend_class
 from jobkit.cli.jobview import format_duration, format_exit, render_table
 from jobkit.cli.status import parse_since, parse_states
 from jobkit.core.errors import UsageError
@@ -236,12 +236,14 @@ def test_wait_exit_status(
 
 
 def test_unavailable_backend_is_a_warning_not_a_crash(
-    jobkit: Invoke, monkeypatch: pytest.MonkeyPatch
+    jobkit: Invoke, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     with Store() as store:
         rec = store.create_intent(backend="slurm", name="x", spec={}, script="", workdir=Path("/w"))
         store.mark_submitted(rec.jobkit_id, scheduler_id="5", argv=[], log_paths={})
-    monkeypatch.setitem(BACKENDS, "slurm", "jobkit.backends.no_such_module:Nothing")
+    monkeypatch.setitem(BUILTIN, "slurm", "jobkit.backends.no_such_module:Nothing")
+    backend_class.cache_clear()
+    request.addfinalizer(backend_class.cache_clear)
     result = jobkit("status")
     assert result.code == 3
     assert result.err.startswith(

@@ -359,13 +359,13 @@ CASES: list[tuple[str, str, tuple[str, ...], str]] = [
         "unknown-backend",
         "name: demo\nbackend: lsf\n" + OK_RUN,
         (),
-        "job.yaml:2: backend: must be one of: local, slurm, pbs, ssh, submitit (got 'lsf')",
+        "job.yaml:2: backend: must be one of: local, slurm, pbs, sge, ssh, submitit (got 'lsf')",
     ),
     (
         "unknown-backend-option",
         "name: demo\n" + OK_RUN,
         ("--backend", "lsf"),
-        "--backend lsf: backend: must be one of: local, slurm, pbs, ssh, submitit (got 'lsf')",
+        "--backend lsf: backend: must be one of: local, slurm, pbs, sge, ssh, submitit (got 'lsf')",
     ),
     (
         "bad-signal",

@@ -460,7 +460,7 @@ def test_real_resolver_refuses_unknown_master() -> None:
         ("123[4].server", 15123),
         ("local-1700000000-4242", 19242),
         ("30000", 15000),
-        ("abc", 28368),  # jobkit's own ids are read in base 36 (jobkit/ports.py)
+        ("abc", 28368),  # jobkit's own ids are read in base 36 (jobkit/core/ports.py)
         ("", None),
         (None, None),
     ],

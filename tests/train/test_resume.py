@@ -12,7 +12,7 @@ import torch
 
 from tests.train.launch import SMALL_MLP, TINY_LM, Launcher, wait_for
 from train.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint
-from train.loop import steps_between_votes
+from train.votes import steps_between_votes
 
 RESUMED = re.compile(r"^resumed from step (\d+) \(", re.MULTILINE)
 

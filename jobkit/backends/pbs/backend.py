@@ -12,18 +12,21 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jobkit.backends.base import Observation, SubmitRequest, Submitted, TrackedJob
+from jobkit.backends.base import Backend, Observation, SubmitRequest, Submitted, TrackedJob
 from jobkit.backends.pbs.states import (
     FINISHED_LETTERS,
     normalize_pbs_state,
     split_exit_status,
 )
 from jobkit.core import proc
-from jobkit.core.errors import SchedulerError
+from jobkit.core.errors import SchedulerError, SpecError
 from jobkit.core.run_files import read_exit_file
 from jobkit.core.states import State
+
+if TYPE_CHECKING:
+    from jobkit.spec.schema import JobSpec
 
 SUBMIT_TIMEOUT_S = 120.0
 QUERY_TIMEOUT_S = 60.0
@@ -31,6 +34,7 @@ FLAVORS = ("pro", "torque")
 
 _QSUB_ID = re.compile(r"^\d+(?:\[\d*\])?(?:\.\S+)?$")
 _ATTR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+_PBS_PRO_ARRAY = re.compile(r"^\d+-\d+(?::\d+)?$")
 _UNKNOWN_JOB = re.compile(r"unknown job id", re.IGNORECASE)
 UNKNOWN_JOB_RC = 153
 """PBSE_UNKJOBID (15001) as an exit status: every id asked about is unknown."""
@@ -182,10 +186,24 @@ def _requeues(run_count: Any) -> int | None:
     return max(count - 1, 0) if count is not None else None
 
 
-class PbsBackend:
+class PbsBackend(Backend):
     """PBS Pro / Torque: qsub / qstat / qdel."""
 
     name = "pbs"
+    template = "pbs/job.sh.j2"
+    launchers = ("torchrun", "mpirun")
+
+    @classmethod
+    def check_script(cls, spec: JobSpec, script: str) -> None:
+        """What PBS Pro's array syntax cannot express."""
+        array = spec.scheduler.array
+        if spec.scheduler.pbs_flavor == "pro" and array and not _PBS_PRO_ARRAY.match(array):
+            raise SpecError(
+                f"PBS Pro arrays are START-END[:STEP] (got {array!r}; lists and %limits are"
+                " Slurm/Torque syntax)",
+                key="scheduler.array",
+            )
+
     lost_reply_fate_unknown = True
     """A qsub whose reply was lost and whose job `find_launched` cannot see may still have
     been accepted (qstat forgets finished jobs; Slurm's Torque wrappers show no submit
@@ -204,25 +222,17 @@ class PbsBackend:
         extra = self.submit_extra(request, scheduler_id)
         return Submitted(scheduler_id=scheduler_id, argv=argv, log_paths=paths, extra=extra)
 
-    @staticmethod
-    def log_paths(request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
-        """`{logs.dir}/{name}-{PBS_JOBID}.out/.err` and the run folder."""
-        spec = request.spec
-        logs_dir = (request.workdir / spec.logs.dir).resolve()
-        stem = f"{spec.name}-{scheduler_id}"
-        return {
-            "out": str(logs_dir / f"{stem}.out"),
-            "err": str(logs_dir / f"{stem}.err"),
-            "run_dir": str(logs_dir / stem),
-        }
-
-    def find_launched(self, requests: Mapping[str, SubmitRequest]) -> dict[str, str]:
+    def find_lost(
+        self, requests: Mapping[str, SubmitRequest | None], since: float
+    ) -> dict[str, str]:
         """token -> PBS id of submissions whose qsub reply was lost, found by their script's
         path (in jobkit's job folder, unique to the job) in qstat's submit arguments
         (`Submit_arguments`, Torque's `submit_args`): one qstat of all jobs per flavor."""
         found: dict[str, str] = {}
         groups: dict[str, dict[str, SubmitRequest]] = defaultdict(dict)
         for token, request in requests.items():
+            if request is None:
+                continue
             groups[request.spec.scheduler.pbs_flavor][token] = request
         for flavor, group in groups.items():
             if flavor == "pro":

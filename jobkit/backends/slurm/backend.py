@@ -12,16 +12,21 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from jobkit.backends.base import Observation, SubmitRequest, Submitted, TrackedJob
+from jobkit.backends.base import Backend, Observation, SubmitRequest, Submitted, TrackedJob
 from jobkit.backends.slurm.states import normalize_slurm_state, slurm_state_word
 from jobkit.core import proc
-from jobkit.core.errors import JobkitError, SchedulerError
+from jobkit.core.errors import JobkitError, SchedulerError, SpecError
 from jobkit.core.run_files import read_exit_file
 from jobkit.core.states import State
 
+if TYPE_CHECKING:
+    from jobkit.spec.schema import JobSpec
+
 SUBMIT_TIMEOUT_S = 120.0
 QUERY_TIMEOUT_S = 60.0
+_HETJOB_LINE = re.compile(r"^#SBATCH\s+(hetjob|packjob)(\s|$)", re.IGNORECASE)
 COMMENT_PREFIX = "jobkit:"
 
 SQUEUE_FIELDS = (
@@ -442,10 +447,30 @@ def aggregate(tasks: Sequence[Observation]) -> Observation:
     )
 
 
-class SlurmBackend:
+class SlurmBackend(Backend):
     """Slurm: sbatch / squeue + sacct / scancel."""
 
     name = "slurm"
+    template = "slurm/job.sh.j2"
+    launchers = ("torchrun", "srun", "mpirun")
+
+    @classmethod
+    def check_script(cls, spec: JobSpec, script: str) -> None:
+        """A backslash in logs.dir stops sbatch expanding %j; an #SBATCH line starting with
+        the word hetjob (or packjob) splits the job in two."""
+        if "\\" in spec.logs.dir:
+            raise SpecError(
+                "must not contain a backslash with the slurm backend (sbatch then stops"
+                " expanding %j in --output)",
+                key="logs.dir",
+            )
+        for number, line in enumerate(script.split("\n"), start=1):
+            if _HETJOB_LINE.match(line):
+                raise SpecError(
+                    f"line {number} of the script ({line!r}) would make a heterogeneous job,"
+                    " which jobkit does not support",
+                    key="scheduler.extra",
+                )
 
     def submit_argv(self, request: SubmitRequest) -> list[str]:
         """`sbatch --parsable --comment=jobkit:<token> <script>` (the token adopts lost replies)."""
@@ -474,8 +499,7 @@ class SlurmBackend:
             extra=self.submit_extra(request, scheduler_id),
         )
 
-    @staticmethod
-    def log_paths(request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
+    def log_paths(self, request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
         """`{logs.dir}/{name}-{id}.out/.err` and the run folder; arrays use `{id}_{task}`."""
         spec = request.spec
         job = SlurmId.parse(scheduler_id).job
@@ -554,13 +578,15 @@ class SlurmBackend:
 
     # -- adoption of lost submissions ------------------------------------------------------
 
-    def find_submissions(self, tokens: Iterable[str], since: float) -> dict[str, str]:
+    def find_lost(
+        self, requests: Mapping[str, SubmitRequest | None], since: float
+    ) -> dict[str, str]:
         """Scheduler ids of jobs whose comment carries one of these tokens.
 
         One squeue of this user's jobs; sacct (from `since`) only for tokens squeue
         did not show. Returns token -> scheduler id.
         """
-        wanted = {f"{COMMENT_PREFIX}{t}": t for t in tokens}
+        wanted = {f"{COMMENT_PREFIX}{t}": t for t in requests}
         found: dict[str, str] = {}
         argv = ["squeue", "--noheader", "--me", "--states=all", "--format=%F|%k"]
         for line in proc.run(argv, timeout=QUERY_TIMEOUT_S).stdout.splitlines():

@@ -17,13 +17,13 @@ import io
 import math
 import shlex
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from jobkit.backends.base import Observation, SubmitRequest, Submitted, TrackedJob
+from jobkit.backends.base import Backend, Observation, SubmitRequest, Submitted, TrackedJob
 from jobkit.backends.slurm.backend import COMMENT_PREFIX, SlurmBackend
-from jobkit.core.errors import JobkitError, SchedulerError, SpecError
+from jobkit.core.errors import CrossFieldError, JobkitError, SchedulerError, SpecError
 from jobkit.spec.schema import JobSpec
 
 SUBMITIT_MARK = "(submitit)"
@@ -184,10 +184,27 @@ def _sbatch_error(err: Exception) -> SchedulerError:
     return SchedulerError(["sbatch"], None, "", str(err), reason="submitit could not submit")
 
 
-class SubmititBackend:
+class SubmititBackend(Backend):
     """submitit on Slurm; tracked and cancelled as the Slurm job it is."""
 
     name = "submitit"
+    launchers = ("torchrun", "srun")
+    task_per_process = True
+    poll_interval_s = SlurmBackend.poll_interval_s
+
+    @classmethod
+    def validate(cls, spec: JobSpec) -> None:
+        """submitit reads %j, %t... in its folder's path."""
+        if "%" in spec.logs.dir:
+            raise CrossFieldError(
+                "logs.dir",
+                "must not contain % with the submitit backend (submitit reads %j, %t... in its"
+                f" folder; got {spec.logs.dir!r})",
+            )
+
+    def script(self, spec: JobSpec, template_dir: Path | None, workdir: Path) -> str:
+        """The sbatch file submitit writes for this job (no jobkit template)."""
+        return sbatch_text(spec, workdir)
 
     def submit_argv(self, request: SubmitRequest) -> list[str]:
         """A readable description (no command exists): `(submitit) AutoExecutor folder=...
@@ -256,8 +273,7 @@ class SubmititBackend:
             extra=self.submit_extra(request, scheduler_id),
         )
 
-    @staticmethod
-    def log_paths(request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
+    def log_paths(self, request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
         """Task 0's `<id>_0_log.out|.err` and the submitit folder (for adopted jobs too)."""
         return _paths(request.spec, request.workdir, scheduler_id)
 
@@ -278,6 +294,8 @@ class SubmititBackend:
         """scancel, through the Slurm backend."""
         SlurmBackend().cancel(jobs)
 
-    def find_submissions(self, tokens: Iterable[str], since: float) -> dict[str, str]:
+    def find_lost(
+        self, requests: Mapping[str, SubmitRequest | None], since: float
+    ) -> dict[str, str]:
         """Lost submissions by their comment token, through the Slurm backend."""
-        return SlurmBackend().find_submissions(tokens, since)
+        return SlurmBackend().find_lost(requests, since)

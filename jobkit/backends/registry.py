@@ -1,0 +1,86 @@
+"""Every backend jobkit knows, in one place: built-ins here, a site's own through the
+`jobkit.backends` entry-point group (`mysched = "mypkg.backend:MyBackend"`).
+
+Backends are imported only when asked for, so `jobkit status` for Slurm jobs never loads
+submitit, and a backend's missing dependency only matters to that backend. The schema's
+`backend:` choices, the CLI's help and the template lookup all come from here.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import TYPE_CHECKING
+
+from jobkit.core.errors import JobkitError, UsageError
+
+if TYPE_CHECKING:
+    from jobkit.backends.base import Backend
+
+ENTRY_POINT_GROUP = "jobkit.backends"
+
+BUILTIN: dict[str, str] = {
+    "local": "jobkit.backends.local:LocalBackend",
+    "slurm": "jobkit.backends.slurm.backend:SlurmBackend",
+    "pbs": "jobkit.backends.pbs.backend:PbsBackend",
+    "sge": "jobkit.backends.sge.backend:SgeBackend",
+    "ssh": "jobkit.backends.ssh:SshBackend",
+    "submitit": "jobkit.backends.submitit.backend:SubmititBackend",
+}
+"""Backend name -> `module:Class` (the class implements base.Backend, built with no args)."""
+
+
+class BackendUnavailable(JobkitError):
+    """A known backend whose module cannot be imported here (a missing dependency)."""
+
+
+@functools.cache
+def _plugins() -> dict[str, str]:
+    """Backends installed by other packages (read once, only when a name is not built in)."""
+    from importlib.metadata import entry_points
+
+    found: dict[str, str] = {}
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        if point.name not in BUILTIN:
+            found[point.name] = point.value
+    return found
+
+
+def builtin_names() -> tuple[str, ...]:
+    """The built-in backends, in a stable order (no entry point is read)."""
+    return tuple(BUILTIN)
+
+
+def backend_names() -> tuple[str, ...]:
+    """Every backend: built-ins, then installed plug-ins."""
+    return (*BUILTIN, *_plugins())
+
+
+def is_known(name: str) -> bool:
+    """Whether `name` is a backend (entry points are read only for a name not built in)."""
+    return name in BUILTIN or name in _plugins()
+
+
+def _target(name: str) -> str:
+    target = BUILTIN.get(name) or _plugins().get(name)
+    if target is None:
+        raise UsageError(f"unknown backend {name!r} (known: {', '.join(backend_names())})")
+    return target
+
+
+@functools.cache
+def backend_class(name: str) -> type[Backend]:
+    """The named backend's class. UsageError for an unknown name; BackendUnavailable when
+    its module cannot be loaded."""
+    module_name, _, class_name = _target(name).partition(":")
+    try:
+        module = importlib.import_module(module_name)
+        found: type[Backend] = getattr(module, class_name)
+    except (ImportError, AttributeError) as err:
+        raise BackendUnavailable(f"backend {name} is unavailable: {err}") from None
+    return found
+
+
+def get_backend(name: str) -> Backend:
+    """A fresh instance of the named backend."""
+    return backend_class(name)()

@@ -1,0 +1,250 @@
+"""The Grid Engine backend (Son of Grid Engine, Univa/Altair GE): qsub -terse / qstat -xml +
+qacct -j / qdel. The script is templates/sge/job.sh.j2; its options are the spec's `sge:`
+section (jobkit/backends/sge/options.py).
+
+Grid Engine forgets a job in qstat once it ends; `qacct -j` then answers from the accounting
+file (written a little after the end). Between the two, the run folder's exit_code file does.
+"""
+
+from __future__ import annotations
+
+import getpass
+import re
+import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from jobkit.backends.base import Backend, Observation, SubmitRequest, Submitted, TrackedJob
+from jobkit.backends.sge.parse import (
+    FinishedRun,
+    LiveJob,
+    job_number,
+    parse_qacct,
+    parse_qstat_xml,
+    parse_qsub_terse,
+)
+from jobkit.backends.sge.states import normalize_qacct, normalize_qstat_state
+from jobkit.core import proc
+from jobkit.core.conventions import job_log_paths
+from jobkit.core.errors import CrossFieldError, SchedulerError
+from jobkit.core.run_files import read_exit_file
+from jobkit.core.states import State
+
+if TYPE_CHECKING:
+    from jobkit.spec.schema import JobSpec
+
+SUBMIT_TIMEOUT_S = 120.0
+QUERY_TIMEOUT_S = 60.0
+CANCELLED_FILE = "cancelled"
+"""Left in jobkit's job folder by `cancel`: qacct then reads as CANCELLED, not FAILED."""
+_ARRAY = re.compile(r"^\d+(?:-\d+(?::\d+)?)?$")
+_AFTERANY = re.compile(r"^afterany(?::[0-9]+)+$")
+_NO_ACCOUNTING = re.compile(r"error: job id \S+ not found|no jobs? (?:found|running)", re.I)
+
+
+class SgeBackend(Backend):
+    """Grid Engine: one qsub per job, one qstat -xml (and at most one qacct) per poll."""
+
+    name = "sge"
+    template = "sge/job.sh.j2"
+
+    @classmethod
+    def validate(cls, spec: JobSpec) -> None:
+        """What Grid Engine's syntax cannot express, said before anything is queued."""
+        slots = spec.resources.nodes * spec.procs_per_node
+        if slots > 1 and not spec.sge.pe:
+            raise CrossFieldError(
+                "sge.pe",
+                f"the sge backend needs a parallel environment for {slots} slots"
+                f" ({spec.resources.nodes} node(s) x {spec.procs_per_node} process(es);"
+                " `qconf -spl` lists them)",
+            )
+        array = spec.scheduler.array
+        if array and not _ARRAY.match(array):
+            raise CrossFieldError(
+                "scheduler.array",
+                f"Grid Engine arrays are START[-END[:STEP]] (got {array!r})",
+            )
+        dependency = spec.scheduler.dependency
+        if dependency and not _AFTERANY.match(dependency):
+            raise CrossFieldError(
+                "scheduler.dependency",
+                "Grid Engine's -hold_jid waits for jobs to end whatever their exit: write"
+                f" afterany:ID[:ID...] (got {dependency!r})",
+            )
+
+    # -- submitting -------------------------------------------------------------------------
+
+    def submit_argv(self, request: SubmitRequest) -> list[str]:
+        """`qsub -terse <script>`, run in the submission directory."""
+        return ["qsub", "-terse", str(request.script_path)]
+
+    def submit(self, request: SubmitRequest) -> Submitted:
+        """Run qsub; the job number, its log paths and what polling needs."""
+        argv = self.submit_argv(request)
+        done = proc.run(argv, timeout=SUBMIT_TIMEOUT_S, cwd=request.workdir)
+        scheduler_id = parse_qsub_terse(argv, done.stdout, done.stderr)
+        return Submitted(
+            scheduler_id=scheduler_id,
+            argv=argv,
+            log_paths=self.log_paths(request, scheduler_id),
+            extra=self.submit_extra(request, scheduler_id),
+        )
+
+    def log_paths(self, request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
+        """`{logs.dir}/{name}-{JOB_ID}` (arrays: `{JOB_ID}.{task}`) .out/.err and run folder."""
+        spec = request.spec
+        job_id = f"{scheduler_id}.{{task}}" if spec.scheduler.array else scheduler_id
+        return job_log_paths(request.workdir, spec.logs.dir, spec.name, job_id)
+
+    def submit_extra(self, request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
+        """The run folder (exit-code fallback), array range and submit time (qacct -b)."""
+        extra = {
+            "run_dir": self.log_paths(request, scheduler_id)["run_dir"],
+            "submitted_at": str(int(time.time())),
+        }
+        if request.spec.scheduler.array:
+            extra["array"] = request.spec.scheduler.array
+        return extra
+
+    # -- polling ----------------------------------------------------------------------------
+
+    def poll(self, jobs: Sequence[TrackedJob]) -> dict[str, Observation]:
+        """One qstat -xml of this user's jobs; one qacct for the jobs it no longer shows."""
+        argv = ["qstat", "-xml", "-u", getpass.getuser()]
+        live: dict[str, list[LiveJob]] = defaultdict(list)
+        for row in _parse(argv, proc.run(argv, timeout=QUERY_TIMEOUT_S).stdout):
+            live[row.number].append(row)
+        result: dict[str, Observation] = {}
+        ended = []
+        for job in jobs:
+            rows = live.get(job_number(job.scheduler_id))
+            if rows:
+                result[job.scheduler_id] = _live_observation(rows)
+            else:
+                ended.append(job)
+        if ended:
+            runs = self._accounting(ended)
+            for job in ended:
+                obs = _finished_observation(job, runs.get(job_number(job.scheduler_id), []))
+                if obs is not None:
+                    result[job.scheduler_id] = obs
+        return result
+
+    def _accounting(self, jobs: Sequence[TrackedJob]) -> dict[str, list[FinishedRun]]:
+        """qacct records of these jobs, by job number: one `qacct -j ID` for a single job,
+        else one `qacct -b START -j` of everything since the oldest was submitted."""
+        if len(jobs) == 1:
+            argv = ["qacct", "-j", job_number(jobs[0].scheduler_id)]
+        else:
+            since = min(int(j.extra.get("submitted_at") or 0) for j in jobs) - 60
+            start = time.strftime("%Y%m%d%H%M", time.localtime(max(since, 0)))
+            argv = ["qacct", "-b", start, "-j"]
+        done = proc.run(argv, timeout=QUERY_TIMEOUT_S, check=False)
+        if done.returncode != 0:
+            if _NO_ACCOUNTING.search(done.stderr + done.stdout):
+                return {}  # not written yet (or never): the exit file may answer
+            raise SchedulerError(argv, done.returncode, done.stdout, done.stderr)
+        runs: dict[str, list[FinishedRun]] = defaultdict(list)
+        for run in parse_qacct(done.stdout):
+            runs[run.number].append(run)
+        return runs
+
+    # -- cancel ------------------------------------------------------------------------------
+
+    def cancel(self, jobs: Sequence[TrackedJob]) -> None:
+        """One qdel for all the jobs; each job's folder notes that jobkit cancelled it."""
+        for job in jobs:
+            job.job_dir.mkdir(parents=True, exist_ok=True)
+            (job.job_dir / CANCELLED_FILE).write_text("cancelled by jobkit\n")
+        numbers = sorted({job_number(j.scheduler_id) for j in jobs})
+        proc.run(["qdel", *numbers], timeout=QUERY_TIMEOUT_S)
+
+    # -- lost submissions ---------------------------------------------------------------------
+
+    def find_lost(
+        self, requests: Mapping[str, SubmitRequest | None], since: float
+    ) -> dict[str, str]:
+        """token -> job number of live jobs whose script is one of these requests' (qstat -j
+        shows each job's `script_file`); finished ones cannot be told apart."""
+        argv = ["qstat", "-xml", "-u", getpass.getuser()]
+        numbers = {
+            row.number for row in _parse(argv, proc.run(argv, timeout=QUERY_TIMEOUT_S).stdout)
+        }
+        if not numbers:
+            return {}
+        detail = proc.run(["qstat", "-j", ",".join(sorted(numbers))], timeout=QUERY_TIMEOUT_S)
+        wanted = {str(r.script_path): token for token, r in requests.items() if r is not None}
+        found: dict[str, str] = {}
+        number = None
+        for line in detail.stdout.splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "job_number":
+                number = value.strip()
+            elif key.strip() == "script_file" and number and value.strip() in wanted:
+                found[wanted[value.strip()]] = number
+        return found
+
+
+def _parse(argv: list[str], stdout: str) -> list[LiveJob]:
+    try:
+        return parse_qstat_xml(stdout)
+    except Exception as err:  # a malformed reply: no job changes state
+        raise SchedulerError(
+            argv, 0, stdout[:2000], "", reason=f"unreadable qstat -xml: {err}"
+        ) from None
+
+
+def _live_observation(rows: Sequence[LiveJob]) -> Observation:
+    """A job qstat shows (an array's rows: running wins over held over queued)."""
+    states = [normalize_qstat_state(row.letters) for row in rows]
+    order = [State.RUNNING, State.SUSPENDED, State.HELD, State.QUEUED, State.UNKNOWN]
+    state = min(states, key=order.index)
+    hosts = sorted({row.queue.split("@", 1)[-1] for row in rows if row.queue and "@" in row.queue})
+    raw = ",".join(sorted({row.letters for row in rows}))
+    reason = None
+    if any("E" in row.letters for row in rows):
+        reason = "in Grid Engine's error state (Eqw): `qstat -j ID` says why; qmod -cj clears it"
+    return Observation(state, raw, "qstat", reason=reason, nodes=",".join(hosts) or None)
+
+
+def _finished_observation(job: TrackedJob, runs: Sequence[FinishedRun]) -> Observation | None:
+    """A job qstat no longer shows: from qacct (every array task), else the exit file."""
+    cancelled = (job.job_dir / CANCELLED_FILE).exists()
+    if not runs:
+        code = read_exit_file(job.extra.get("run_dir"))
+        if code is None:
+            return None  # accounting not written yet: the vanished grace decides
+        state = State.CANCELLED if cancelled else (State.SUCCEEDED if code == 0 else State.FAILED)
+        return Observation(
+            state,
+            f"exit {code}",
+            "exit-file",
+            exit_code=code,
+            reason="qacct has no record yet; exit code from the run folder",
+        )
+    states = [normalize_qacct(r.failed, r.exit_status, r.deleted or cancelled) for r in runs]
+    worst = next((s for s in (State.CANCELLED, State.FAILED) if s in states), State.SUCCEEDED)
+    failing = [r for r in runs if r.exit_status]
+    first = failing[0] if failing else runs[0]
+    reason = None
+    if first.failed:
+        reason = f"qacct failed {first.failed_text}"
+    elapsed = [r.wallclock_s for r in runs if r.wallclock_s is not None]
+    hosts = sorted({r.host for r in runs if r.host})
+    signal = None
+    if first.exit_status is not None and first.exit_status > 128:
+        signal = first.exit_status - 128
+    return Observation(
+        worst,
+        f"failed={first.failed_text or 0} exit_status={first.exit_status}",
+        "qacct",
+        exit_code=first.exit_status,
+        signal=signal,
+        reason=reason,
+        nodes=",".join(hosts) or None,
+        elapsed_s=max(elapsed) if elapsed else None,
+        max_rss=first.maxvmem,
+        cpu_time=first.cpu,
+    )

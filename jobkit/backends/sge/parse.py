@@ -1,0 +1,131 @@
+"""Parsers of Grid Engine's output: qsub -terse, qstat -xml and qacct -j. Pure functions."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+
+from jobkit.core.errors import SchedulerError
+
+_TERSE_ID = re.compile(r"^(?P<job>\d+)(?:\.(?P<tasks>\d+(?:-\d+(?::\d+)?)?))?$")
+
+
+def parse_qsub_terse(argv: list[str], stdout: str, stderr: str) -> str:
+    """The job number from `qsub -terse` ("123", or "123.1-3:1" for an array)."""
+    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
+    match = _TERSE_ID.match(lines[-1]) if lines else None
+    if match is None:
+        raise SchedulerError(
+            argv, 0, stdout, stderr, reason="qsub -terse printed no job id (expected a number)"
+        )
+    return match["job"]
+
+
+def job_number(scheduler_id: str) -> str:
+    """'123' of '123' or '123.4' (an array task)."""
+    return scheduler_id.split(".", 1)[0]
+
+
+@dataclass(frozen=True)
+class LiveJob:
+    """One row of qstat -xml: a job, or some tasks of an array job."""
+
+    number: str
+    letters: str
+    queue: str | None
+    slots: int | None
+    tasks: str | None
+
+
+def parse_qstat_xml(text: str) -> list[LiveJob]:
+    """Every <job_list> of `qstat -xml` (running ones under queue_info, pending under job_info)."""
+    text = text.strip()
+    if not text:
+        return []
+    root = ElementTree.fromstring(text)
+    rows = []
+    for item in root.iter("job_list"):
+        number = (item.findtext("JB_job_number") or "").strip()
+        if not number:
+            continue
+        slots = (item.findtext("slots") or "").strip()
+        rows.append(
+            LiveJob(
+                number=number,
+                letters=(item.findtext("state") or "").strip(),
+                queue=(item.findtext("queue_name") or "").strip() or None,
+                slots=int(slots) if slots.isdigit() else None,
+                tasks=(item.findtext("tasks") or "").strip() or None,
+            )
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    """One qacct record (one job, or one array task; PE slave tasks are left out)."""
+
+    number: str
+    task: str | None
+    host: str | None
+    failed: int | None
+    failed_text: str
+    exit_status: int | None
+    wallclock_s: float | None
+    maxvmem: str | None
+    cpu: str | None
+    deleted: bool
+
+
+_SEPARATOR = re.compile(r"^={10,}\s*$")
+_LEADING_INT = re.compile(r"^\s*(-?\d+)")
+_SECONDS = re.compile(r"^\s*([0-9.]+)s?\s*$")
+
+
+def _int(text: str | None) -> int | None:
+    match = _LEADING_INT.match(text or "")
+    return int(match[1]) if match else None
+
+
+def parse_qacct(text: str) -> list[FinishedRun]:
+    """Records of `qacct -j`: blocks of `key value` lines between ===== separators.
+
+    PE slave-task records (pe_taskid other than NONE) belong to their job's master record
+    and are skipped. `deleted` is qacct's own word that qdel stopped the job.
+    """
+    blocks: list[dict[str, str]] = []
+    current: dict[str, str] | None = None
+    for line in text.splitlines():
+        if _SEPARATOR.match(line):
+            current = {}
+            blocks.append(current)
+            continue
+        if current is None or not line.strip():
+            continue
+        key, _, value = line.strip().partition(" ")
+        current[key] = value.strip()
+    runs = []
+    for block in blocks:
+        number = block.get("jobnumber", "")
+        if not number or block.get("pe_taskid", "NONE") not in ("NONE", ""):
+            continue
+        task = block.get("taskid")
+        wall = _SECONDS.match(block.get("ru_wallclock", ""))
+        failed_text = block.get("failed", "")
+        runs.append(
+            FinishedRun(
+                number=number,
+                task=None if task in (None, "undefined") else task,
+                host=block.get("hostname"),
+                failed=_int(failed_text),
+                failed_text=failed_text,
+                exit_status=_int(block.get("exit_status")),
+                wallclock_s=float(wall[1]) if wall else None,
+                maxvmem=block.get("maxvmem"),
+                cpu=block.get("cpu"),
+                deleted=block.get("deleted_by", "NONE") not in ("NONE", "")
+                or "qdel" in failed_text.lower(),
+            )
+        )
+    return runs

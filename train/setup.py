@@ -1,0 +1,233 @@
+"""Set-up of one rank's run: process group, device, data, model, optimizer, AMP, resume."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.parallel import DataParallel, DistributedDataParallel
+from torch.utils.data import Dataset, DistributedSampler
+
+from train.checkpointer import Checkpointer
+from train.config import LoadedConfig, per_rank_batch, scaled_lr
+from train.data import BatchStream, build_dataset
+from train.dist import (
+    DistSetupError,
+    choose_backend,
+    choose_device,
+    describe_device,
+    find_shared_devices,
+    gather_objects,
+    gpus_requested,
+    init_process_group,
+)
+from train.env import LaunchEnv
+from train.models import ModelBuildError, build_model
+from train.optim import build_optimizer, build_scheduler
+from train.paths import RunPaths
+from train.plugins import PluginArgsError, PluginError
+from train.rng import seed_everything, seed_per_rank
+from train.runlog import RunLog
+from train.state import TrainSetupError, TrainState
+
+
+def build_state(
+    loaded: LoadedConfig, env: LaunchEnv, paths: RunPaths, log: RunLog, checkpointer: Checkpointer
+) -> TrainState:
+    """Join the process group and build everything this rank trains with, resumed from the
+    checkpoint `checkpointer` chooses (state.start_step) and wrapped for the strategy."""
+    config = loaded.config
+    log.info(f"launch: {env.describe()}", all_ranks=False)
+    if env.restart_count:
+        log.info(f"requeue count: {env.restart_count} (SLURM_RESTART_COUNT)")
+    device, backend = _start_process_group(loaded, env, log)
+    strategy = _resolve_strategy(loaded, env, device, log)
+    amp_dtype, use_scaler = _resolve_amp(config.amp.dtype, device, log)
+    if env.is_main:
+        log.info(
+            f"config: {loaded.path}\n{loaded.dump().rstrip()}",
+            console=f"config: {loaded.path} (in full in {log.path})",
+        )
+        checkpointer.clear_leftovers()
+
+    seed_everything(config.train.seed)  # same model init and data on every rank
+    dataset, info, module = _build_data_and_model(loaded)
+    dataset_size = len(dataset)  # type: ignore[arg-type]  # checked Sized
+    batch_size, global_batch = per_rank_batch(loaded, env.world_size)
+    sampler: DistributedSampler[Any] = DistributedSampler(
+        dataset,
+        num_replicas=env.world_size,
+        rank=env.rank,
+        shuffle=config.data.shuffle,
+        seed=config.train.seed,
+        drop_last=True,
+    )
+    stream = BatchStream(
+        dataset,
+        sampler,
+        batch_size,
+        config.data.num_workers,
+        pin_memory=device.type == "cuda",
+    )
+    if stream.batches_per_epoch < 1:
+        key = (
+            "data.batch_size_per_rank"
+            if config.data.batch_size_per_rank
+            else "data.global_batch_size"
+        )
+        raise loaded.error(
+            key,
+            f"the dataset has {dataset_size} samples, fewer than one batch of"
+            f" {batch_size} per rank on {env.world_size} ranks",
+        )
+    seed_per_rank(config.train.seed, env.rank)
+
+    module.to(device)
+    lr = scaled_lr(config, env.world_size)
+    optimizer = build_optimizer(module.parameters(), config.optim, lr)
+    state = TrainState(
+        env=env,
+        paths=paths,
+        log=log,
+        device=device,
+        backend=backend,
+        strategy=strategy,
+        amp_dtype=amp_dtype,
+        dataset=dataset,
+        info=info,
+        dataset_size=dataset_size,
+        sampler=sampler,
+        stream=stream,
+        batch_size=batch_size,
+        global_batch=global_batch,
+        tokens_per_sample=info.get("tokens_per_sample"),
+        module=module,
+        model=module,
+        lr=lr,
+        optimizer=optimizer,
+        scheduler=build_scheduler(optimizer, config.optim, config.train.steps),
+        scaler=torch.amp.GradScaler(
+            device.type,
+            init_scale=config.amp.init_scale,
+            growth_interval=config.amp.growth_interval,
+            enabled=use_scaler,
+        ),
+        start_step=0,
+        last_loss=math.nan,
+    )
+    checkpointer.resume(state)
+    state.model = _wrap(loaded, module, strategy, device)
+    log.info(
+        f"device: {device} backend: {backend} strategy: {strategy}"
+        f" amp: {config.amp.dtype}" + (" (GradScaler)" if use_scaler else "")
+    )
+    log.info(
+        f"batch: {batch_size} per rank x {env.world_size} ranks x"
+        f" {config.train.grad_accum_steps} accumulation steps = {global_batch} samples per"
+        f" optimizer step (global); lr {lr:g} ({config.optim.lr_scaling} scaling)"
+    )
+    log.info(
+        f"data: {dataset_size} samples, {stream.batches_per_epoch} batches per"
+        f" epoch per rank; params: {sum(p.numel() for p in state.model.parameters())}"
+    )
+    return state
+
+
+def _start_process_group(
+    loaded: LoadedConfig, env: LaunchEnv, log: RunLog
+) -> tuple[torch.device, str]:
+    """Choose the device and backend, join the group, refuse a GPU two ranks share."""
+    config = loaded.config
+    try:
+        device = choose_device(config.train.device, env)
+        backend = choose_backend(config.distributed.backend, device)
+    except DistSetupError as err:
+        raise TrainSetupError(str(err)) from None
+    requested = gpus_requested()
+    if requested and device.type == "cpu" and env.is_main:
+        log.warning(
+            f"the job asked for {requested} GPU(s) per node, but train.device is"
+            f" {config.train.device}: training on the CPU"
+        )
+    init_process_group(env, backend, device, config.distributed.timeout)
+    infos = gather_objects(describe_device(env, device))
+    shared = find_shared_devices(infos)
+    if shared:
+        raise TrainSetupError("; ".join(shared))
+    return device, backend
+
+
+def _resolve_strategy(
+    loaded: LoadedConfig, env: LaunchEnv, device: torch.device, log: RunLog
+) -> str:
+    strategy = loaded.config.distributed.strategy
+    world = env.world_size
+    if strategy == "auto":
+        return "ddp" if world > 1 else "single"
+    if strategy in ("single", "dp") and world > 1:
+        raise loaded.error(
+            "distributed.strategy",
+            f"{strategy} runs one process but the launcher started {world}; use ddp or auto",
+        )
+    if strategy == "dp" and (device.type != "cuda" or torch.cuda.device_count() < 2):
+        log.warning("distributed.strategy dp needs 2+ GPUs in one process; using single")
+        return "single"
+    return strategy
+
+
+def _resolve_amp(wanted: str, device: torch.device, log: RunLog) -> tuple[torch.dtype | None, bool]:
+    """(autocast dtype or None, whether a GradScaler is used) for amp.dtype on `device`."""
+    if wanted == "off":
+        return None, False
+    on_cuda = device.type == "cuda"
+    if wanted == "fp16" and not on_cuda:
+        log.warning("amp.dtype fp16 needs CUDA; using bf16 autocast on cpu")
+        return torch.bfloat16, False
+    if wanted == "bf16" and on_cuda and not torch.cuda.is_bf16_supported():
+        log.warning("this GPU has no bf16; using fp16 autocast with a GradScaler")
+        return torch.float16, True
+    return (torch.float16, True) if wanted == "fp16" else (torch.bfloat16, False)
+
+
+def _build_data_and_model(loaded: LoadedConfig) -> tuple[Dataset[Any], dict[str, Any], nn.Module]:
+    config = loaded.config
+    # A plug-in that cannot be found is a config error (one line); an exception raised
+    # inside the user's own factory keeps its traceback.
+    try:
+        dataset, info = build_dataset(config.data)
+    except PluginArgsError as err:
+        raise loaded.error("data.args", str(err)) from None
+    except PluginError as err:
+        raise loaded.error("data.name", str(err)) from None
+    except OSError as err:
+        if config.data.name != "chars":
+            raise
+        raise loaded.error("data.args.path", f"cannot read the text: {err}") from None
+    try:
+        model = build_model(config.model, info)
+    except PluginArgsError as err:
+        raise loaded.error("model.args", str(err)) from None
+    except (PluginError, ModelBuildError) as err:
+        raise loaded.error("model.name", str(err)) from None
+    return dataset, info, model
+
+
+def _wrap(
+    loaded: LoadedConfig, module: nn.Module, strategy: str, device: torch.device
+) -> nn.Module:
+    """The model the step calls: DDP (ddp), DataParallel (dp) or `module` itself (single)."""
+    if strategy == "ddp":
+        dist_config = loaded.config.distributed
+        return DistributedDataParallel(
+            module,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            bucket_cap_mb=dist_config.bucket_cap_mb,
+            find_unused_parameters=dist_config.find_unused_parameters,
+            gradient_as_bucket_view=dist_config.gradient_as_bucket_view,
+            static_graph=dist_config.static_graph,
+        )
+    if strategy == "dp":
+        return DataParallel(module)
+    return module
