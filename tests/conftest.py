@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-pytest_plugins = ["tests.plugins.cluster"]
+pytest_plugins = ["tests.plugins.cluster", "tests.plugins.sge"]
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -24,7 +24,11 @@ from jobkit.backends.sge.parse import (
     parse_qstat_xml,
     parse_qsub_terse,
 )
-from jobkit.backends.sge.states import normalize_qacct, normalize_qstat_state
+from jobkit.backends.sge.states import (
+    KILLED_BY_SIGNAL_BASE,
+    normalize_qacct,
+    normalize_qstat_state,
+)
 from jobkit.core import proc
 from jobkit.core.conventions import job_log_paths
 from jobkit.core.errors import CrossFieldError, SchedulerError
@@ -112,6 +116,8 @@ class SgeBackend(Backend):
 
     def poll(self, jobs: Sequence[TrackedJob]) -> dict[str, Observation]:
         """One qstat -xml of this user's jobs; one qacct for the jobs it no longer shows."""
+        if not jobs:
+            return {}
         argv = ["qstat", "-xml", "-u", getpass.getuser()]
         live: dict[str, list[LiveJob]] = defaultdict(list)
         for row in _parse(argv, proc.run(argv, timeout=QUERY_TIMEOUT_S).stdout):
@@ -225,22 +231,28 @@ def _finished_observation(job: TrackedJob, runs: Sequence[FinishedRun]) -> Obser
             reason="qacct has no record yet; exit code from the run folder",
         )
     states = [normalize_qacct(r.failed, r.exit_status, r.deleted or cancelled) for r in runs]
-    worst = next((s for s in (State.CANCELLED, State.FAILED) if s in states), State.SUCCEEDED)
-    failing = [r for r in runs if r.exit_status]
+    order = (State.CANCELLED, State.TIMEOUT, State.FAILED)
+    worst = next((s for s in order if s in states), State.SUCCEEDED)
+    failing = [r for r in runs if r.failed or r.exit_status]
     first = failing[0] if failing else runs[0]
-    reason = None
-    if first.failed:
-        reason = f"qacct failed {first.failed_text}"
+    exit_code = first.exit_status
+    script_code = None if job.extra.get("array") else read_exit_file(job.extra.get("run_dir"))
+    if script_code is not None and worst in (State.SUCCEEDED, State.FAILED):
+        # Each host of a parallel job has its record (qrsh -inherit's too): the script's own
+        # exit code says how the job ended.
+        exit_code = script_code
+        worst = State.SUCCEEDED if script_code == 0 else State.FAILED
+    reason = f"qacct failed {first.failed_text}" if first.failed else None
     elapsed = [r.wallclock_s for r in runs if r.wallclock_s is not None]
     hosts = sorted({r.host for r in runs if r.host})
     signal = None
-    if first.exit_status is not None and first.exit_status > 128:
-        signal = first.exit_status - 128
+    if exit_code is not None and exit_code > KILLED_BY_SIGNAL_BASE:
+        signal = exit_code - KILLED_BY_SIGNAL_BASE
     return Observation(
         worst,
         f"failed={first.failed_text or 0} exit_status={first.exit_status}",
         "qacct",
-        exit_code=first.exit_status,
+        exit_code=exit_code,
         signal=signal,
         reason=reason,
         nodes=",".join(hosts) or None,

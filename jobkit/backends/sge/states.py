@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from jobkit.core.states import State
 
-QACCT_DELETED_FAILED = 100
-"""qacct's `failed` code of a job that ended by signal after qdel (SGE: "assumedly after job")."""
+QACCT_LIMIT_FAILED = 37
+"""qacct's `failed` code when the qmaster stopped the job at a limit ("qmaster enforced h_rt,
+h_cpu, or h_vmem limit"): with h_rt, the job's time limit."""
 KILLED_BY_SIGNAL_BASE = 128
 """exit_status 128 + N: the job was killed by signal N."""
 
@@ -28,10 +29,12 @@ def normalize_qstat_state(letters: str) -> State:
 
 
 def normalize_qacct(failed: int | None, exit_status: int | None, deleted: bool) -> State:
-    """A finished job's state from qacct: CANCELLED when qdel'ed, SUCCEEDED with exit 0 and no
-    failure, FAILED otherwise (SGE's limits end a job by signal: no distinct TIMEOUT code)."""
+    """A finished job's state from qacct: CANCELLED when jobkit cancelled it, TIMEOUT when the
+    qmaster enforced a limit (h_rt), SUCCEEDED with exit 0 and no failure, FAILED otherwise."""
     if deleted:
         return State.CANCELLED
+    if failed == QACCT_LIMIT_FAILED:
+        return State.TIMEOUT
     if failed == 0 and exit_status == 0:
         return State.SUCCEEDED
     return State.FAILED

@@ -1,0 +1,96 @@
+"""Grid Engine: the bundled trainer on two real exec hosts (n1, n2 of tests/cluster/sge.sh),
+tracked with qstat -xml and qacct; a cancelled job and a failing one.
+
+The exec hosts are network and UTS namespaces of this machine: `hostname` says n1 or n2 there,
+and host 1's torchrun is started with `qrsh -inherit` (tight integration), so the rendezvous
+really crosses hosts.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e import runs
+from tests.e2e.cli import Jobkit, trainer_sets
+from tests.e2e.conftest import Figures
+from tests.plugins.sge import SgeCluster
+
+STEPS = 30
+
+
+@pytest.mark.sge
+@pytest.mark.slow
+def test_two_hosts_train_and_are_tracked_to_the_end(
+    jobkit: Jobkit, sge_cluster: SgeCluster, figures: Figures
+) -> None:
+    """examples/sge-2node.yaml: -pe jobkit 2, one torchrun per host, qrsh -inherit."""
+    sub = jobkit.submit("examples/sge-2node.yaml", *trainer_sets(train__steps=STEPS))
+    assert sub.returncode == 0, sub.explain()
+    assert re.fullmatch(r"\d+", sub.scheduler_id), sub.scheduler_id
+    record = jobkit.status(sub.jobkit_id)
+    assert (record["backend"], record["state"], record["exit_code"]) == ("sge", "SUCCEEDED", 0)
+    history = [change["state"] for change in record["history"]]
+    assert "RUNNING" in history and history[-1] == "SUCCEEDED", history
+    run_dir = Path(record["log_paths"]["run_dir"])
+    assert run_dir.name == f"sge-2node-{sub.scheduler_id}"
+    out = Path(record["log_paths"]["out"]).read_text()
+    assert re.search(r"on 2 host\(s\): n[12] n[12]", out), out
+    hosts = set()
+    for rank in (0, 1):
+        log = runs.rank_log(run_dir, rank)
+        assert f"rank={rank}" in log and "world_size=2" in log, log
+        assert f"job_id={sub.scheduler_id}" in log, log
+        assert f"step {STEPS}/{STEPS} loss" in log, log
+        hosts.add((run_dir / f"node-{rank}.out").read_text().split("(")[1].split(")")[0])
+    assert hosts == {"n1", "n2"}, hosts  # each host ran its own torchrun
+    first, last = runs.assert_loss_fell(run_dir)
+    assert STEPS in runs.checkpoint_steps(run_dir)
+    figures(job=sub.scheduler_id, first_loss=first, final_loss=last, submit_to_end_s=sub.seconds)
+
+
+@pytest.mark.sge
+@pytest.mark.slow
+def test_cancel_stops_a_running_job(
+    jobkit: Jobkit, sge_cluster: SgeCluster, tmp_path: Path
+) -> None:
+    """`jobkit cancel` of a running 2-host job: qdel, then CANCELLED (not FAILED) from qacct."""
+    output = tmp_path / "submit.out"
+    proc = jobkit.start(
+        "examples/sge-2node.yaml", *trainer_sets(train__steps=100000), output=output
+    )
+    try:
+        job, _ = jobkit.submitted(output)
+        jobkit.wait_state(job, {"RUNNING"}, timeout=120)
+        time.sleep(3)
+        done = jobkit.run("cancel", job)
+        assert done.returncode == 0, done.stderr
+        record = jobkit.wait_state(job, {"CANCELLED", "FAILED", "SUCCEEDED"}, timeout=120)
+        assert record["state"] == "CANCELLED", record
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+@pytest.mark.sge
+@pytest.mark.slow
+def test_failing_program_is_failed_with_its_exit_code(
+    jobkit: Jobkit, sge_cluster: SgeCluster, tmp_path: Path
+) -> None:
+    """A one-slot job whose program exits 3: FAILED with torchrun's exit code (1; torchrun
+    reports a failed worker so), the worker's 3 in the host's output."""
+    spec = tmp_path / "fails.yaml"
+    spec.write_text(
+        "name: sge-fails\nbackend: sge\nrun:\n  command: [python3, -c, 'import sys; sys.exit(3)']\n"
+    )
+    sub = jobkit.submit(str(spec))
+    assert sub.returncode != 0, sub.explain()
+    record = jobkit.status(sub.jobkit_id)
+    assert (record["state"], record["exit_code"]) == ("FAILED", 1), record
+    run_dir = Path(record["log_paths"]["run_dir"])
+    assert "exitcode  : 3" in (run_dir / "node-0.out").read_text()
+    assert "finished with exit code 1" in Path(record["log_paths"]["out"]).read_text()
