@@ -10,18 +10,20 @@ from pathlib import Path
 import pytest
 
 from jobkit.backends.base import Observation
-from jobkit.backends.slurm.backend import (
-    SlurmBackend,
-    aggregate,
-    array_observation,
-    array_size,
-    observe_sacct,
-    observe_squeue,
+from jobkit.backends.slurm.backend import SlurmBackend
+from jobkit.backends.slurm.parse import (
     parse_elapsed,
     parse_exit_code,
     parse_sacct,
     parse_sbatch_output,
     parse_squeue,
+)
+from jobkit.backends.slurm.tasks import (
+    aggregate,
+    array_observation,
+    array_size,
+    observe_sacct,
+    observe_squeue,
     sacct_exit_code,
     sacct_tasks,
     squeue_tasks,

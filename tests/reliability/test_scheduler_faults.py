@@ -326,7 +326,8 @@ def test_lost_reply_of_a_slow_sbatch_is_adopted_not_resubmitted(
     spec = slurm_spec(workdir, "slow-sbatch", "true", hold=True)
     # The real CLI with only its sbatch timeout lowered from 120 s to 3 s.
     bootstrap = (
-        "import sys; import jobkit.backends.slurm.backend as s; s.SUBMIT_TIMEOUT_S = 3.0;"
+        "import sys; from jobkit.backends.slurm.backend import SlurmBackend;"
+        " SlurmBackend.submit_timeout_s = 3.0;"
         " from jobkit.cli import main; sys.argv[0] = 'jobkit'; main()"
     )
     done = subprocess.run(

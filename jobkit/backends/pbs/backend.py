@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from jobkit.backends.base import Backend, Observation, SubmitRequest, Submitted, TrackedJob
+from jobkit.backends.base import Observation, SubmitRequest, TrackedJob
+from jobkit.backends.batch import BatchScheduler, exit_file_observation
 from jobkit.backends.pbs.states import (
     FINISHED_LETTERS,
     normalize_pbs_state,
@@ -28,8 +29,6 @@ from jobkit.core.states import State
 if TYPE_CHECKING:
     from jobkit.spec.schema import JobSpec
 
-SUBMIT_TIMEOUT_S = 120.0
-QUERY_TIMEOUT_S = 60.0
 FLAVORS = ("pro", "torque")
 
 _QSUB_ID = re.compile(r"^\d+(?:\[\d*\])?(?:\.\S+)?$")
@@ -186,7 +185,7 @@ def _requeues(run_count: Any) -> int | None:
     return max(count - 1, 0) if count is not None else None
 
 
-class PbsBackend(Backend):
+class PbsBackend(BatchScheduler):
     """PBS Pro / Torque: qsub / qstat / qdel."""
 
     name = "pbs"
@@ -213,14 +212,9 @@ class PbsBackend(Backend):
         """`qsub <script>`, run in the submission directory."""
         return ["qsub", str(request.script_path)]
 
-    def submit(self, request: SubmitRequest) -> Submitted:
-        """Run qsub and return the job id and its log paths."""
-        argv = self.submit_argv(request)
-        done = proc.run(argv, timeout=SUBMIT_TIMEOUT_S, cwd=request.workdir)
-        scheduler_id = parse_qsub_output(argv, done.stdout, done.stderr)
-        paths = self.log_paths(request, scheduler_id)
-        extra = self.submit_extra(request, scheduler_id)
-        return Submitted(scheduler_id=scheduler_id, argv=argv, log_paths=paths, extra=extra)
+    def parse_submit_output(self, argv: list[str], stdout: str, stderr: str) -> str:
+        """The job id qsub prints (`123.server`, `123[].server` for an array)."""
+        return parse_qsub_output(argv, stdout, stderr)
 
     def find_lost(
         self, requests: Mapping[str, SubmitRequest | None], since: float
@@ -246,12 +240,8 @@ class PbsBackend(Backend):
 
     def submit_extra(self, request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
         """What `submit` records beside the id (for a job adopted after a lost reply)."""
-        extra = {
-            "pbs_flavor": request.spec.scheduler.pbs_flavor,
-            "run_dir": self.log_paths(request, scheduler_id)["run_dir"],
-        }
-        if request.spec.scheduler.array:
-            extra["array"] = request.spec.scheduler.array
+        extra = super().submit_extra(request, scheduler_id)
+        extra["pbs_flavor"] = request.spec.scheduler.pbs_flavor
         return extra
 
     def poll(self, jobs: Sequence[TrackedJob]) -> dict[str, Observation]:
@@ -270,9 +260,8 @@ class PbsBackend(Backend):
             result.update(_match_ids(group, seen))
         return result
 
-    @staticmethod
-    def _qstat(argv: list[str]) -> proc.Completed:
-        done = proc.run(argv, timeout=QUERY_TIMEOUT_S, check=False)
+    def _qstat(self, argv: list[str]) -> proc.Completed:
+        done = proc.run(argv, timeout=self.query_timeout_s, check=False)
         if done.returncode != 0:
             other = [
                 line
@@ -288,7 +277,7 @@ class PbsBackend(Backend):
         """One qdel for all the jobs."""
         ids = [j.scheduler_id for j in jobs]
         if ids:
-            proc.run(["qdel", *ids], timeout=QUERY_TIMEOUT_S)
+            proc.run(["qdel", *ids], timeout=self.query_timeout_s)
 
 
 def _parse_or_fail(argv: list[str], done: proc.Completed, parse: Any) -> Any:
@@ -321,15 +310,11 @@ def _match_ids(
     for job in jobs:
         obs = seen.get(job.scheduler_id) or by_number.get(job_number(job.scheduler_id))
         if obs is None:
-            code = read_exit_file(job.extra.get("run_dir"))
-            if code is not None:
-                result[job.scheduler_id] = Observation(
-                    state=State.SUCCEEDED if code == 0 else State.FAILED,
-                    raw_state="",
-                    source="exit-file",
-                    exit_code=code,
-                    reason="qstat no longer knows the job; exit code from its run folder",
-                )
+            found = exit_file_observation(
+                job, "qstat no longer knows the job; exit code from its run folder"
+            )
+            if found is not None:
+                result[job.scheduler_id] = found
             continue
         if obs.raw_state.split("/")[0] in FINISHED_LETTERS and obs.exit_code is None:
             obs = _with_exit_file(obs, job)

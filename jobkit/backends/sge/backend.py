@@ -13,9 +13,11 @@ import re
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from jobkit.backends.base import Backend, Observation, SubmitRequest, Submitted, TrackedJob
+from jobkit.backends.base import Observation, SubmitRequest, TrackedJob
+from jobkit.backends.batch import BatchScheduler, exit_file_observation
 from jobkit.backends.sge.parse import (
     FinishedRun,
     LiveJob,
@@ -38,8 +40,6 @@ from jobkit.core.states import State
 if TYPE_CHECKING:
     from jobkit.spec.schema import JobSpec
 
-SUBMIT_TIMEOUT_S = 120.0
-QUERY_TIMEOUT_S = 60.0
 CANCELLED_FILE = "cancelled"
 """Left in jobkit's job folder by `cancel`: qacct then reads as CANCELLED, not FAILED."""
 _ARRAY = re.compile(r"^\d+(?:-\d+(?::\d+)?)?$")
@@ -47,7 +47,7 @@ _AFTERANY = re.compile(r"^afterany(?::[0-9]+)+$")
 _NO_ACCOUNTING = re.compile(r"error: job id \S+ not found|no jobs? (?:found|running)", re.I)
 
 
-class SgeBackend(Backend):
+class SgeBackend(BatchScheduler):
     """Grid Engine: one qsub per job, one qstat -xml (and at most one qacct) per poll."""
 
     name = "sge"
@@ -84,17 +84,9 @@ class SgeBackend(Backend):
         """`qsub -terse <script>`, run in the submission directory."""
         return ["qsub", "-terse", str(request.script_path)]
 
-    def submit(self, request: SubmitRequest) -> Submitted:
-        """Run qsub; the job number, its log paths and what polling needs."""
-        argv = self.submit_argv(request)
-        done = proc.run(argv, timeout=SUBMIT_TIMEOUT_S, cwd=request.workdir)
-        scheduler_id = parse_qsub_terse(argv, done.stdout, done.stderr)
-        return Submitted(
-            scheduler_id=scheduler_id,
-            argv=argv,
-            log_paths=self.log_paths(request, scheduler_id),
-            extra=self.submit_extra(request, scheduler_id),
-        )
+    def parse_submit_output(self, argv: list[str], stdout: str, stderr: str) -> str:
+        """The job number qsub -terse prints (`123`, `123.1-3:1` for an array)."""
+        return parse_qsub_terse(argv, stdout, stderr)
 
     def log_paths(self, request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
         """`{logs.dir}/{name}-{JOB_ID}` (arrays: `{JOB_ID}.{task}`) .out/.err and run folder."""
@@ -104,12 +96,8 @@ class SgeBackend(Backend):
 
     def submit_extra(self, request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
         """The run folder (exit-code fallback), array range and submit time (qacct -b)."""
-        extra = {
-            "run_dir": self.log_paths(request, scheduler_id)["run_dir"],
-            "submitted_at": str(int(time.time())),
-        }
-        if request.spec.scheduler.array:
-            extra["array"] = request.spec.scheduler.array
+        extra = super().submit_extra(request, scheduler_id)
+        extra["submitted_at"] = str(int(time.time()))
         return extra
 
     # -- polling ----------------------------------------------------------------------------
@@ -120,7 +108,7 @@ class SgeBackend(Backend):
             return {}
         argv = ["qstat", "-xml", "-u", getpass.getuser()]
         live: dict[str, list[LiveJob]] = defaultdict(list)
-        for row in _parse(argv, proc.run(argv, timeout=QUERY_TIMEOUT_S).stdout):
+        for row in _parse(argv, proc.run(argv, timeout=self.query_timeout_s).stdout):
             live[row.number].append(row)
         result: dict[str, Observation] = {}
         ended = []
@@ -147,7 +135,7 @@ class SgeBackend(Backend):
             since = min(int(j.extra.get("submitted_at") or 0) for j in jobs) - 60
             start = time.strftime("%Y%m%d%H%M", time.localtime(max(since, 0)))
             argv = ["qacct", "-b", start, "-j"]
-        done = proc.run(argv, timeout=QUERY_TIMEOUT_S, check=False)
+        done = proc.run(argv, timeout=self.query_timeout_s, check=False)
         if done.returncode != 0:
             if _NO_ACCOUNTING.search(done.stderr + done.stdout):
                 return {}  # not written yet (or never): the exit file may answer
@@ -165,7 +153,7 @@ class SgeBackend(Backend):
             job.job_dir.mkdir(parents=True, exist_ok=True)
             (job.job_dir / CANCELLED_FILE).write_text("cancelled by jobkit\n")
         numbers = sorted({job_number(j.scheduler_id) for j in jobs})
-        proc.run(["qdel", *numbers], timeout=QUERY_TIMEOUT_S)
+        proc.run(["qdel", *numbers], timeout=self.query_timeout_s)
 
     # -- lost submissions ---------------------------------------------------------------------
 
@@ -176,11 +164,11 @@ class SgeBackend(Backend):
         shows each job's `script_file`); finished ones cannot be told apart."""
         argv = ["qstat", "-xml", "-u", getpass.getuser()]
         numbers = {
-            row.number for row in _parse(argv, proc.run(argv, timeout=QUERY_TIMEOUT_S).stdout)
+            row.number for row in _parse(argv, proc.run(argv, timeout=self.query_timeout_s).stdout)
         }
         if not numbers:
             return {}
-        detail = proc.run(["qstat", "-j", ",".join(sorted(numbers))], timeout=QUERY_TIMEOUT_S)
+        detail = proc.run(["qstat", "-j", ",".join(sorted(numbers))], timeout=self.query_timeout_s)
         wanted = {str(r.script_path): token for token, r in requests.items() if r is not None}
         found: dict[str, str] = {}
         number = None
@@ -218,18 +206,11 @@ def _live_observation(rows: Sequence[LiveJob]) -> Observation:
 def _finished_observation(job: TrackedJob, runs: Sequence[FinishedRun]) -> Observation | None:
     """A job qstat no longer shows: from qacct (every array task), else the exit file."""
     cancelled = (job.job_dir / CANCELLED_FILE).exists()
-    if not runs:
-        code = read_exit_file(job.extra.get("run_dir"))
-        if code is None:
-            return None  # accounting not written yet: the vanished grace decides
-        state = State.CANCELLED if cancelled else (State.SUCCEEDED if code == 0 else State.FAILED)
-        return Observation(
-            state,
-            f"exit {code}",
-            "exit-file",
-            exit_code=code,
-            reason="qacct has no record yet; exit code from the run folder",
-        )
+    if not runs:  # accounting not written yet: the run folder, else the vanished grace
+        found = exit_file_observation(job, "qacct has no record yet; exit code from the run folder")
+        if found is not None and cancelled:
+            return replace(found, state=State.CANCELLED)
+        return found
     states = [normalize_qacct(r.failed, r.exit_status, r.deleted or cancelled) for r in runs]
     order = (State.CANCELLED, State.TIMEOUT, State.FAILED)
     worst = next((s for s in order if s in states), State.SUCCEEDED)

@@ -1,0 +1,75 @@
+"""What the batch schedulers (Slurm, PBS, Grid Engine) share: one submit command, run in the
+submission directory, whose output names the job; the shared log-path rule; the run folder
+kept with the job so its `exit_code` file can answer when the scheduler has forgotten it.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import ClassVar
+
+from jobkit.backends.base import Backend, Observation, SubmitRequest, Submitted, TrackedJob
+from jobkit.core import proc
+from jobkit.core.run_files import read_exit_file
+from jobkit.core.states import State
+
+
+class BatchScheduler(Backend):
+    """A scheduler reached through commands (sbatch/qsub...), each bounded by a timeout."""
+
+    submit_timeout_s: ClassVar[float] = 120.0
+    """How long the submit command may take before the submission's fate is unknown."""
+    query_timeout_s: ClassVar[float] = 60.0
+    """How long a query (poll, cancel, finding a lost submission) may take."""
+
+    @abstractmethod
+    def parse_submit_output(self, argv: list[str], stdout: str, stderr: str) -> str:
+        """The scheduler id in the submit command's output; SchedulerError if there is none."""
+
+    def check_submission(self, request: SubmitRequest) -> None:
+        """Refuse, before anything is submitted, what would make the job fail (raise)."""
+        return None
+
+    def submit_env(self, request: SubmitRequest) -> dict[str, str]:
+        """Variables added to the submit command's environment."""
+        return {}
+
+    def submit(self, request: SubmitRequest) -> Submitted:
+        """Run the submit command in the submission directory; the id, log paths, facts."""
+        self.check_submission(request)
+        argv = self.submit_argv(request)
+        done = proc.run(
+            argv,
+            timeout=self.submit_timeout_s,
+            cwd=request.workdir,
+            env=self.submit_env(request) or None,
+        )
+        scheduler_id = self.parse_submit_output(argv, done.stdout, done.stderr)
+        return Submitted(
+            scheduler_id=scheduler_id,
+            argv=argv,
+            log_paths=self.log_paths(request, scheduler_id),
+            extra=self.submit_extra(request, scheduler_id),
+        )
+
+    def submit_extra(self, request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
+        """The run folder (for the exit-code fallback) and the array range, if any."""
+        extra = super().submit_extra(request, scheduler_id)
+        if request.spec.scheduler.array:
+            extra["array"] = request.spec.scheduler.array
+        return extra
+
+
+def exit_file_observation(job: TrackedJob, reason: str) -> Observation | None:
+    """SUCCEEDED or FAILED from the run folder's exit_code file (None without one), for a job
+    the scheduler no longer reports."""
+    code = read_exit_file(job.extra.get("run_dir"))
+    if code is None:
+        return None
+    return Observation(
+        state=State.SUCCEEDED if code == 0 else State.FAILED,
+        raw_state="",
+        source="exit-file",
+        exit_code=code,
+        reason=reason,
+    )
