@@ -18,7 +18,7 @@ CODE_FIELDS = {("env", "setup")}
 """Fields that are shell code by contract (not quoted, so not tried)."""
 TRAIN_FIELDS = {("run", "train", "config"), ("run", "train", "overrides"), ("run", "python")}
 """Fields that only matter with run.train (the others are tried with run.command)."""
-BACKENDS = ("slurm", "pbs-pro", "pbs-torque", "ssh", "local", "submitit")
+BACKENDS = ("slurm", "pbs-pro", "pbs-torque", "sge", "ssh", "local", "submitit")
 """Backends the static injection test renders for (PBS in both flavours)."""
 
 SlotKind = Literal["scalar", "item", "value", "key"]

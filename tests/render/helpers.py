@@ -16,6 +16,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
+from jobkit.backends.registry import backend_class, builtin_names
 from jobkit.render.engine import render
 from jobkit.render.interpreter import Interpreter
 from jobkit.spec.schema import JobSpec
@@ -25,7 +26,8 @@ REPO = HERE.parents[1]
 SPECS_DIR = HERE / "specs"
 GOLDEN_DIR = HERE / "golden"
 EXAMPLES_DIR = REPO / "examples"
-SCRIPT_BACKENDS = ("local", "slurm", "pbs", "ssh")
+SCRIPT_BACKENDS = tuple(name for name in builtin_names() if backend_class(name).template)
+"""Backends that render a jobkit template (submitit writes its own file)."""
 """Backends that render a script (submitit renders none)."""
 
 

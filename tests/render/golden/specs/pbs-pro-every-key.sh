@@ -200,6 +200,22 @@ jobkit_node_script() {
   echo "exit \"\$jobkit_rc\""
 }
 
+# ---- Starting, watching and stopping the hosts: templates/common/nodes-lib.sh ----------------
+jobkit_node_logs_itself=1
+jobkit_exit_file="$JOBKIT_RUN_DIR/exit_code"
+# shellcheck shell=bash disable=SC2154,SC2016  # jobkit_hosts comes from the including script; single-quoted code is meant
+# jobkit's multi-host launcher library: start one runner per host, watch them, stop them in
+# order, report one exit code. Plain bash, included verbatim by templates/common/nodes.sh.j2
+# (no Jinja here: CI shellchecks this file as it is). The including script defines first:
+#   jobkit_hosts                 the hosts, in order (host 0 hosts the rendezvous)
+#   jobkit_run_on_node I CODE    run bash CODE on host I (locally, over ssh, pbsdsh, qrsh...)
+#   jobkit_node_script I         the bash code that runs host I's torchrun
+#   jobkit_pgid_file I           where host I keeps its torchrun's process-group id
+#   jobkit_node_logs_itself      1 when host I writes node-I.out into the run folder itself
+#   jobkit_exit_file             the run folder's exit-code file
+#   JOBKIT_RUN_DIR               the run folder
+: "${JOBKIT_RUN_DIR:?}" "${jobkit_exit_file:?}" "${jobkit_node_logs_itself:?}"
+
 # jobkit_signal_script I SIGNAL [group]: bash code that sends SIGNAL to host I's torchrun, or
 # with "group" to its process group and to the groups of its children (torchrun starts its
 # workers in sessions of their own). It fails while torchrun has not started.
@@ -224,13 +240,19 @@ jobkit_stop_deadline="" # SECONDS value after which stopping turns into killing
 jobkit_signal_name=""   # the signal that stopped the launcher, if any
 jobkit_killed=""        # set once the hosts left after the grace period were killed
 
-# jobkit_launch_node I: run host I to its end; return its exit code.
+# jobkit_launch_node I: run host I to its end; return its exit code. Where the host writes
+# node-I.out into the (shared) run folder itself, its exit code comes back in node-I.exit.
 jobkit_launch_node() {
   local rc=0
-  rm -f -- "$JOBKIT_RUN_DIR/node-$1.exit"
-  jobkit_run_on_node "$1" "$(jobkit_node_script "$1")" </dev/null || rc=$?
-  if [[ -r "$JOBKIT_RUN_DIR/node-$1.exit" ]]; then
-    rc=$(<"$JOBKIT_RUN_DIR/node-$1.exit")
+  if (( jobkit_node_logs_itself )); then
+    rm -f -- "$JOBKIT_RUN_DIR/node-$1.exit"
+    jobkit_run_on_node "$1" "$(jobkit_node_script "$1")" </dev/null || rc=$?
+    if [[ -r "$JOBKIT_RUN_DIR/node-$1.exit" ]]; then
+      rc=$(<"$JOBKIT_RUN_DIR/node-$1.exit")
+    fi
+  else
+    jobkit_run_on_node "$1" "$(jobkit_node_script "$1")" \
+      </dev/null >"$JOBKIT_RUN_DIR/node-$1.out" 2>&1 || rc=$?
   fi
   return "$rc"
 }
@@ -287,7 +309,7 @@ jobkit_on_signal() {
 # Should the launcher itself fail, stop the hosts and still leave an exit code behind.
 jobkit_on_exit() {
   local rc=$?
-  if [[ ! -e "$JOBKIT_RUN_DIR/exit_code" ]]; then
+  if [[ ! -e "$jobkit_exit_file" ]]; then
     jobkit_kill_nodes
     jobkit_write_exit_code "$rc"
   fi
@@ -350,8 +372,8 @@ jobkit_exit_code() {
 }
 
 jobkit_write_exit_code() {
-  echo "$1" >"$JOBKIT_RUN_DIR/exit_code.tmp"
-  mv -f -- "$JOBKIT_RUN_DIR/exit_code.tmp" "$JOBKIT_RUN_DIR/exit_code"
+  echo "$1" >"$jobkit_exit_file.tmp"
+  mv -f -- "$jobkit_exit_file.tmp" "$jobkit_exit_file"
 }
 
 # ---- Run --------------------------------------------------------------------------------------
