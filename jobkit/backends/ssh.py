@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from jobkit.backends import launcher_files
 from jobkit.backends.base import SubmitRequest, Submitted, TrackedJob
 from jobkit.core.errors import CrossFieldError, SchedulerError
-from jobkit.spec.schema import JobSpec, Ssh
+from jobkit.spec.schema import JobSpec
+from jobkit.spec.sections import Ssh
 
 DEFAULT_GRACE_S = 75.0
 """Seconds between SIGTERM to the launcher and SIGKILL: more than the launcher's own grace

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from jobkit.spec.schema import Env
+    from jobkit.spec.sections import Env
 
 
 @dataclass(frozen=True)

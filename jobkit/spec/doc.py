@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from jobkit.spec import schema
+from jobkit.spec import sections, values
 from jobkit.spec.schema import JobSpec
 from jobkit.spec.walk import iter_fields, section_model
 
@@ -29,16 +29,16 @@ DOC_PATH = ROOT / "docs" / "spec.md"
 EXAMPLES_DIR = ROOT / "examples"
 
 _SPECIAL_TYPES = {
-    schema._duration: "duration",
-    schema._memory: "memory size",
-    schema._array: "array range",
-    schema._signal: "SIGNAL@SECONDS",
-    schema._as_argv: "command (string or list)",
-    schema._as_list: "list of strings (one string allowed)",
-    schema._nccl_shorthand: "section or preset name",
-    schema._job_name: "name",
-    schema._host: "host name",
-    schema._env_name: "variable name",
+    values._duration: "duration",
+    values._memory: "memory size",
+    values._array: "array range",
+    values._signal: "SIGNAL@SECONDS",
+    values._as_argv: "command (string or list)",
+    values._as_list: "list of strings (one string allowed)",
+    sections._nccl_shorthand: "section or preset name",
+    values._job_name: "name",
+    values._host: "host name",
+    values._env_name: "variable name",
 }
 
 

@@ -1,0 +1,154 @@
+"""Before/after: the same measurements on two checkouts of jobkit, interleaved in one run.
+
+    git worktree add /tmp/jobkit-base <old commit>
+    .venv/bin/python -m bench.compare_trees --base /tmp/jobkit-base [--jobs 10000] [--rounds 5]
+
+Each checkout runs as itself (PYTHONPATH and working directory set to it, this venv's Python):
+  render   `python -m jobkit render examples/slurm-2node.yaml` (cold process: start-up)
+  status   `python -m jobkit status` on a registry of N finished Slurm jobs (bench's pool),
+           built by that checkout's own store API: `first` polls all N (one squeue, one
+           sacct), `steady` has nothing left to poll
+  trainer  the bundled trainer, 2 processes under torchrun, its own steps/s figure
+Rounds alternate base, head, base, head...; ratios are head / base per round, then the median
+(below 1 is faster for render and status; above 1 is faster for the trainer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.measure import paired_median, stats
+from bench.procs import run_timed
+from bench.slurm_pool import cache_path, ensure_pool
+
+HEAD = Path(__file__).resolve().parents[1]
+PYTHON = HEAD / ".venv" / "bin" / "python"
+SPEC = "examples/slurm-2node.yaml"
+_STEPS_PER_S = re.compile(r"trained \d+ steps in [0-9.]+ s \((?P<rate>[0-9.]+) steps/s\)")
+
+BUILD = """
+import sys
+from pathlib import Path
+from bench.slurm_pool import load_pool
+from bench.cases.status_scale import build_registry
+pool = load_pool()[: int(sys.argv[2])]
+build_registry(Path(sys.argv[1]), pool, Path.cwd())
+"""
+
+
+def tree_env(tree: Path, scratch: Path, **extra: str) -> dict[str, str]:
+    """This process's environment with `tree` first on the import path."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PBS_"))}
+    env.update(
+        PYTHONPATH=str(tree),
+        JOBKIT_TEMPLATE_CACHE=str(scratch / "template-cache"),
+        JOBKIT_BENCH_POOL=str(cache_path()),
+        **extra,
+    )
+    return env
+
+
+def fresh(template: Path, home: Path) -> None:
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    shutil.copyfile(template / "jobkit.db", home / "jobkit.db")
+
+
+def trainer_rate(tree: Path, scratch: Path, steps: int) -> float:
+    """steps/s the trainer reports for `steps` steps with 2 gloo processes."""
+    run_dir = scratch / "train-run"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    argv = [
+        str(PYTHON),
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "train",
+        "--config",
+        "tiny-lm",
+        "--set",
+        f"train.steps={steps}",
+    ]
+    env = tree_env(tree, scratch, JOBKIT_RUN_DIR=str(run_dir), OMP_NUM_THREADS="1")
+    done = subprocess.run(
+        argv, cwd=tree, env=env, capture_output=True, text=True, timeout=900, check=False
+    )
+    match = _STEPS_PER_S.search(done.stdout + done.stderr)
+    if done.returncode != 0 or match is None:
+        raise SystemExit(f"trainer in {tree} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    return float(match["rate"])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", type=Path, required=True, help="checkout to compare against")
+    parser.add_argument("--jobs", type=int, default=10_000, help="registry size for status")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=300, help="trainer steps per run")
+    parser.add_argument("--partition", default="debug")
+    parser.add_argument("--out", type=Path, help="write the figures as JSON here")
+    args = parser.parse_args()
+    trees = {"base": args.base.resolve(), "head": HEAD}
+    scratch = Path(tempfile.mkdtemp(prefix="jobkit-compare-"))
+    ensure_pool(args.jobs, 100, args.partition, lambda line: print(line, file=sys.stderr))
+    templates: dict[str, Path] = {}
+    for name, tree in trees.items():
+        templates[name] = scratch / name / "registry"
+        templates[name].mkdir(parents=True)
+        subprocess.run(
+            [str(PYTHON), "-c", BUILD, str(templates[name]), str(args.jobs)],
+            cwd=tree,
+            env=tree_env(tree, scratch / name),
+            check=True,
+            timeout=1800,
+        )
+    figures: dict[str, dict[str, list[float]]] = {n: {} for n in trees}
+    for round_no in range(args.rounds + 1):  # round 0 warms caches up and is dropped
+        for name, tree in trees.items():
+            env = tree_env(tree, scratch / name)
+            home = scratch / name / "home"
+            timed = {
+                "render_s": run_timed(
+                    [str(PYTHON), "-m", "jobkit", "render", SPEC], env=env, cwd=tree, timeout=120
+                ).wall_s
+            }
+            fresh(templates[name], home)
+            status = [str(PYTHON), "-m", "jobkit", "status"]
+            env_home = {**env, "JOBKIT_HOME": str(home)}
+            timed["status_first_s"] = run_timed(
+                status, env=env_home, cwd=tree, timeout=600, check=False
+            ).wall_s
+            timed["status_steady_s"] = run_timed(
+                status, env=env_home, cwd=tree, timeout=600, check=False
+            ).wall_s
+            timed["trainer_steps_per_s"] = trainer_rate(tree, scratch / name, args.steps)
+            if round_no:
+                for key, value in timed.items():
+                    figures[name].setdefault(key, []).append(value)
+            print(f"round {round_no} {name}: {json.dumps(timed)}", file=sys.stderr)
+    report: dict[str, object] = {"base": str(trees["base"]), "jobs": args.jobs, "figures": {}}
+    print(f"{'measure':24} {'base (median)':>14} {'head (median)':>14} {'head/base':>10}")
+    for key in figures["head"]:
+        base, head = figures["base"][key], figures["head"][key]
+        ratio = paired_median(head, base)
+        b, h = stats(key, "", base).median, stats(key, "", head).median
+        print(f"{key:24} {b:14.4f} {h:14.4f} {ratio or 0:10.3f}")
+        report["figures"][key] = {"base": base, "head": head, "ratio": ratio}  # type: ignore[index]
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2))
+    shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

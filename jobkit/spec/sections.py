@@ -1,0 +1,233 @@
+"""The job spec's sections (resources, scheduler, env, launch, run, ssh, logs): each key, its
+type, default and description. spec/schema.py composes them into JobSpec."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    model_validator,
+)
+
+from jobkit.core.errors import CrossFieldError
+from jobkit.spec.model import StrictModel
+from jobkit.spec.values import (
+    Argv,
+    DurationSeconds,
+    EnvName,
+    HostName,
+    MemoryMB,
+    NonEmptySafeStr,
+    PythonChoice,
+    SafeStr,
+    ScalarValue,
+    SourceText,
+    StrList,
+    _array,
+    _signal,
+)
+
+
+class Resources(StrictModel):
+    """What the job asks the scheduler for."""
+
+    nodes: int = Field(1, ge=1, le=100_000, description="Number of nodes (hosts).")
+    gpus_per_node: int = Field(0, ge=0, le=64, description="GPUs per node (0: CPU job).")
+    gpu_type: SafeStr | None = Field(None, description="GPU model for gres/ngpus, e.g. a100.")
+    tasks_per_node: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="Scheduler tasks per node. Default: 1 for torchrun, nproc_per_node for"
+        " srun/mpirun.",
+    )
+    cpus_per_process: int | None = Field(
+        None,
+        ge=1,
+        le=4096,
+        description='CPU cores for each training process ("cores per GPU"); jobkit asks the'
+        " scheduler for the right per-task count whatever the launcher, and sets"
+        " OMP_NUM_THREADS to it.",
+    )
+    cpus_per_task: int | None = Field(
+        None,
+        ge=1,
+        le=4096,
+        description="CPUs per scheduler task, as given (one task per node with torchrun, one per"
+        " process with srun/mpirun); prefer cpus_per_process.",
+    )
+    mem: MemoryMB | None = Field(None, description="Memory per node: 32G, 500M, or megabytes.")
+    time: DurationSeconds | None = Field(
+        None, description="Wall-time limit: minutes, HH:MM:SS or D-HH:MM:SS."
+    )
+    partition: SafeStr | None = Field(None, description="Slurm partition; PBS queue.")
+    account: SafeStr | None = Field(None, description="Account / project to charge.")
+    qos: SafeStr | None = Field(None, description="Quality of service.")
+    constraint: SafeStr | None = Field(None, description="Node features (Slurm --constraint).")
+    exclusive: bool = Field(False, description="Ask for whole nodes.")
+
+
+class Scheduler(StrictModel):
+    """Scheduler behaviour beyond resources."""
+
+    array: Annotated[str, BeforeValidator(_array), SourceText()] | None = Field(
+        None, description="Job array: 0-9, 1,3,5, 0-99%10."
+    )
+    dependency: SafeStr | None = Field(None, description="e.g. afterok:12345.")
+    mail_user: SafeStr | None = Field(None, description="Where the scheduler sends mail.")
+    mail_type: StrList = Field(
+        default_factory=list, description="When to send mail, e.g. [END, FAIL]; needs mail_user."
+    )
+    requeue: bool = Field(False, description="Let the scheduler (and jobkit) requeue the job.")
+    signal: Annotated[SafeStr, AfterValidator(_signal)] | None = Field(
+        None, description="Preemption warning, e.g. USR2@120: that signal 120 s before the end."
+    )
+    extra: StrList = Field(
+        default_factory=list,
+        description="Raw directives added as-is after the generated ones, e.g. --reservation=x."
+        " Each is split into words and every word is quoted.",
+    )
+    pbs_flavor: Literal["pro", "torque"] = Field("pro", description="PBS Pro or Torque syntax.")
+    pbs_spawner: Literal["pbsdsh", "mpiexec", "ssh"] = Field(
+        "pbsdsh", description="How a multi-node PBS job starts one torchrun on each host."
+    )
+
+
+class Nccl(StrictModel):
+    """NCCL network settings: a preset plus overrides."""
+
+    preset: Literal["auto", "ethernet", "infiniband"] = Field(
+        "auto", description="auto: NCCL decides; ethernet: sockets only; infiniband: IB verbs."
+    )
+    socket_ifname: SafeStr | None = Field(None, description="NCCL_SOCKET_IFNAME, e.g. eth0.")
+    ib_hca: SafeStr | None = Field(None, description="NCCL_IB_HCA, e.g. mlx5.")
+    vars: dict[EnvName, ScalarValue] = Field(
+        default_factory=dict, description="Any NCCL_* overrides."
+    )
+
+
+def _nccl_shorthand(value: object) -> object:
+    return {"preset": value} if isinstance(value, str) else value
+
+
+class Env(StrictModel):
+    """The software environment the job runs in."""
+
+    modules: StrList = Field(default_factory=list, description="`module load` these, in order.")
+    conda: SafeStr | None = Field(None, description="Conda environment name or prefix.")
+    venv: SafeStr | None = Field(None, description="Python venv folder to activate.")
+    python: PythonChoice = Field(
+        "auto",
+        description="The Python the job runs with. auto: without env.venv or env.conda, the"
+        " environment jobkit runs from (the active virtualenv or conda env, else jobkit's own"
+        " interpreter), written into the script as an absolute path whose bin/ goes first on"
+        " PATH (so torchrun and python come from it); system: whatever PATH finds on the node;"
+        " or an absolute path to a python. On a cluster the path must exist on the compute"
+        " nodes (a shared file system).",
+    )
+    setup: StrList = Field(
+        default_factory=list,
+        description="Shell lines run before launch. The one field rendered as code, unquoted.",
+    )
+    vars: dict[EnvName, ScalarValue] = Field(default_factory=dict, description="Exported vars.")
+    nccl: Annotated[Nccl, BeforeValidator(_nccl_shorthand)] = Field(
+        default_factory=Nccl,
+        description="NCCL network settings; a preset name alone is short for {preset: NAME}.",
+    )
+    debug: bool = Field(
+        False, description="TORCH_DISTRIBUTED_DEBUG=DETAIL, NCCL_DEBUG=INFO and friends."
+    )
+
+
+class Launch(StrictModel):
+    """How processes are started on each node."""
+
+    launcher: Literal["torchrun", "srun", "mpirun"] = Field(
+        "torchrun",
+        description="torchrun: one per node starts the processes; srun / mpirun: one task per"
+        " process, started by the scheduler.",
+    )
+    nproc_per_node: int | Literal["auto"] = Field(
+        "auto", description="Processes per node; auto: gpus_per_node, or 1 without GPUs."
+    )
+    master_port: int | Literal["auto"] = Field(
+        "auto", description="Rendezvous port; auto: derived from the job id."
+    )
+    rdzv: Literal["c10d", "static"] = Field(
+        "c10d", description="torchrun rendezvous: c10d (elastic) or static (--node-rank)."
+    )
+    max_restarts: int = Field(0, ge=0, le=100, description="torchrun worker restarts.")
+
+    @model_validator(mode="after")
+    def _check_ranges(self) -> Launch:
+        if isinstance(self.nproc_per_node, int) and not 1 <= self.nproc_per_node <= 1024:
+            raise CrossFieldError(
+                "launch.nproc_per_node", f"must be between 1 and 1024 (got {self.nproc_per_node})"
+            )
+        if isinstance(self.master_port, int) and not 1024 <= self.master_port <= 65535:
+            raise CrossFieldError(
+                "launch.master_port", f"must be between 1024 and 65535 (got {self.master_port})"
+            )
+        return self
+
+
+class TrainRun(StrictModel):
+    """The bundled trainer: `python -m train --config CONFIG --set k=v ...`."""
+
+    config: NonEmptySafeStr = Field(
+        description="A bundled config name (tiny-lm, mlp) or a path to a trainer YAML."
+    )
+    overrides: dict[SafeStr, ScalarValue] = Field(
+        default_factory=dict, description="Trainer --set overrides, e.g. {train.steps: 200}."
+    )
+
+
+class Run(StrictModel):
+    """What runs: exactly one of `train` or `command`."""
+
+    train: TrainRun | None = Field(None, description="Run the bundled trainer.")
+    command: Argv | None = Field(
+        None, description="Your own program and arguments: a string (split like a shell) or list."
+    )
+    python: NonEmptySafeStr | None = Field(
+        None,
+        description="Interpreter for the bundled trainer (default: env.python's, else python3).",
+    )
+    workdir: SafeStr | None = Field(None, description="cd here before launching.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Run:
+        if self.train is None and self.command is None:
+            raise CrossFieldError(
+                "run", "give exactly one of run.train or run.command (got neither)"
+            )
+        if self.train is not None and self.command is not None:
+            raise CrossFieldError(
+                "run.command", "give exactly one of run.train or run.command (got both)"
+            )
+        return self
+
+
+class Ssh(StrictModel):
+    """Hosts for the ssh backend; host 0 is the rendezvous host."""
+
+    hosts: list[HostName] = Field(
+        default_factory=list, description="Host names, one per node; the first is the master."
+    )
+    user: SafeStr | None = Field(None, description="Remote user (default: ssh's own choice).")
+    port: int | None = Field(None, ge=1, le=65535, description="ssh port (default: ssh's).")
+    identity_file: SafeStr | None = Field(None, description="Private key file (ssh -i).")
+    options: StrList = Field(
+        default_factory=list, description="ssh -o options, e.g. StrictHostKeyChecking=accept-new."
+    )
+
+
+class Logs(StrictModel):
+    """Where logs go: DIR/NAME-JOBID.out for the job, DIR/NAME-JOBID/ for ranks and checkpoints."""
+
+    dir: NonEmptySafeStr = Field(
+        "logs", description="Log folder, relative to the directory you submit from."
+    )
