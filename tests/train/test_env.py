@@ -498,3 +498,18 @@ def test_env_module_imports_no_torch() -> None:
     code = "import sys, train.env; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("environ", "job_id", "port"),
+    [
+        ({"JOB_ID": "123", "SGE_TASK_ID": "4"}, "123.4", 15000 + 123 + 4),  # array task 4
+        ({"JOB_ID": "77", "SGE_TASK_ID": "undefined"}, "77", 15000 + 77),  # not an array
+        ({"JOB_ID": "77"}, None, 29500),  # JOB_ID alone is not Grid Engine's
+    ],
+)
+def test_grid_engine_job_id_and_port(
+    environ: dict[str, str], job_id: str | None, port: int
+) -> None:
+    """The same id and port as templates/sge/job.sh.j2 (JOB_ID.TASK; N + task index)."""
+    assert detect_launch_env(environ, resolve=resolve) == env_of(job_id=job_id, master_port=port)
