@@ -1,6 +1,7 @@
 """Fixtures that find the running test cluster (tests/cluster/up.sh); they never start it.
 
-Markers `slurm`, `pbs` and `ssh`: a test carrying one runs only when that part of the
+Markers `slurm`, `pbs` and `ssh` (and `sge`, whose probe tests/plugins/sge.py adds to PROBES):
+a test carrying one runs only when that part of the
 cluster answers. Otherwise it is skipped with the reason, or failed with the reason when
 CI=true or JOBKIT_REQUIRE_CLUSTER=1, so no cluster test can pass by skipping in CI.
 
@@ -132,6 +133,8 @@ class Probe:
     slurm: SlurmCluster | None = None
     pbs: PbsCluster | None = None
     ssh: SshHosts | None = None
+    other: Any = None
+    """What a probe registered by another plugin found (tests/plugins/sge.py)."""
 
 
 @dataclass(frozen=True)

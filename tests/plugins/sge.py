@@ -1,7 +1,8 @@
 """The Grid Engine part of the test cluster (tests/cluster/sge.sh, started by up.sh).
 
 Marker `sge`: a test carrying it runs only when the qmaster and both exec hosts answer;
-otherwise it is skipped with the reason, or failed when CI=true / JOBKIT_REQUIRE_CLUSTER=1.
+otherwise it is skipped with the reason, or failed when CI=true / JOBKIT_REQUIRE_CLUSTER=1
+(the cluster plugin's PROBES and `require`, which this module's probe joins).
 Fixture `sge_cluster` (SgeCluster) puts Grid Engine's commands first on PATH, with the
 SGE_* variables, for the test (Slurm's Torque wrappers own /usr/bin/qsub and qstat).
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.plugins.cluster import START_HINT, cluster_required, state_dir
+from tests.plugins.cluster import PROBES, START_HINT, Probe, require, state_dir
 
 PROBE_TIMEOUT_S = 20.0
 
@@ -81,27 +82,15 @@ def probe_sge() -> SgeCluster | str:
     )
 
 
-_PROBE = pytest.StashKey[SgeCluster | str]()
+def probe() -> Probe:
+    """probe_sge as the cluster plugin's Probe (registered in its PROBES below)."""
+    found = probe_sge()
+    if isinstance(found, str):
+        return Probe(False, found)
+    return Probe(True, "", other=found)
 
 
-def require_sge(config: pytest.Config) -> SgeCluster:
-    """The cluster, probed once per session; skip (fail in CI) when it does not answer."""
-    if _PROBE not in config.stash:
-        config.stash[_PROBE] = probe_sge()
-    probe = config.stash[_PROBE]
-    if isinstance(probe, str):
-        message = f"sge cluster not available: {probe}"
-        if cluster_required():
-            pytest.fail(message + " (CI=true or JOBKIT_REQUIRE_CLUSTER=1: must not skip)")
-        pytest.skip(message)
-    return probe
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Skip (or fail in CI) tests marked sge when Grid Engine is down."""
-    if item.get_closest_marker("sge") is not None:
-        require_sge(item.config)
+PROBES["sge"] = probe
 
 
 @pytest.fixture
@@ -109,7 +98,8 @@ def sge_cluster(
     pytestconfig: pytest.Config, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[SgeCluster]:
     """Grid Engine's commands first on PATH (and SGE_*) for this test and what it starts."""
-    cluster = require_sge(pytestconfig)
+    cluster = require(pytestconfig, "sge").other
+    assert isinstance(cluster, SgeCluster)
     for name, value in cluster.env.items():
         monkeypatch.setenv(name, value)
     yield cluster
