@@ -128,6 +128,13 @@ class Backend(ABC):
         misread: raise SpecError naming the key (runs at render, also for site templates)."""
         return None
 
+    def checked_hosts(self, spec: JobSpec) -> list[tuple[str, list[str] | None]] | None:
+        """Hosts whose Python environment `jobkit submit` checks before launching: (name shown,
+        the argv that runs `bash -s` there, or None for this machine). None (the default): the
+        job's script checks its own environment where it runs (a batch job's nodes are not
+        known before it starts)."""
+        return None
+
     @abstractmethod
     def submit_argv(self, request: SubmitRequest) -> list[str]:
         """The exact command `submit` will run (shown by --dry-run / --show-command)."""

@@ -316,6 +316,10 @@ class LauncherJobs(Backend):
         """`bash <script>`, run detached with output appended to the job's .out/.err."""
         return ["bash", str(request.script_path)]
 
+    def checked_hosts(self, spec: JobSpec) -> list[tuple[str, list[str] | None]] | None:
+        """This machine: the launcher runs here."""
+        return [(socket.gethostname(), None)]
+
     def find_lost(
         self, requests: Mapping[str, SubmitRequest | None], since: float
     ) -> dict[str, str]:

@@ -165,6 +165,11 @@ class SshBackend(launcher_files.LauncherJobs):
         self.grace_s = grace_s
         self.remote_grace_s = remote_grace_s
 
+    def checked_hosts(self, spec: JobSpec) -> list[tuple[str, list[str] | None]] | None:
+        """Every host of ssh.hosts, over ssh as the job reaches it."""
+        ssh = ssh_command(spec.ssh)
+        return [(host, [*ssh, host, "bash -s"]) for host in spec.ssh.hosts]
+
     def submit(self, request: SubmitRequest) -> Submitted:
         """Start the launcher; keep its pid and what cancel needs to reach the hosts."""
         argv = self.submit_argv(request)

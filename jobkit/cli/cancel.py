@@ -8,7 +8,8 @@ from collections import defaultdict
 import click
 
 from jobkit.core.errors import JobkitError, SchedulerError, UsageError
-from jobkit.registry.store import SUBMITTING, JobRecord, Store
+from jobkit.core.lifecycle import SUBMITTING, StateSource
+from jobkit.registry.store import JobRecord, Store
 
 
 @click.command()
@@ -40,7 +41,7 @@ def cancel(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
             if record.state == SUBMITTING or record.scheduler_id is None:
                 pending = True
                 skipped.append((record, "is still being submitted; try again in a moment"))
-            elif record.is_final and record.state_source != "cancel":
+            elif record.is_final and record.state_source != StateSource.CANCEL:
                 skipped.append((record, f"already ended ({record.state}); nothing to cancel"))
             else:
                 groups[record.backend].append(record)

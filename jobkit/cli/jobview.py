@@ -6,8 +6,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from jobkit.core.states import State
-from jobkit.registry.store import JobRecord, StateChange
+from jobkit.core.lifecycle import State
+from jobkit.registry.record import JobRecord, StateChange
 
 TABLE_COLUMNS = ("ID", "SCHED ID", "NAME", "BACKEND", "STATE", "ELAPSED", "NODES", "EXIT")
 

@@ -16,8 +16,8 @@ from datetime import datetime
 import click
 
 from jobkit.core.errors import UsageError
-from jobkit.core.states import State
-from jobkit.registry.store import SUBMITTING, JobRecord, Store
+from jobkit.core.lifecycle import SUBMITTING, State
+from jobkit.registry.store import JobRecord, Store
 
 EXIT_STALE = 3
 DEFAULT_RECENT_S = 86_400.0

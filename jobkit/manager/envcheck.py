@@ -1,10 +1,11 @@
-"""Before a local or ssh job starts: does its Python environment exist on every host?
+"""Before a job starts: does its Python environment exist on every host its backend names?
 
     check_environment(loaded, interpreter, workdir=Path.cwd())   # SpecError on the first miss
 
-One small bash check per host (run here for the local backend, over ssh for each host, all
-hosts at once) looks for the env.venv activate script, the env.python interpreter and, for
-the bundled trainer with env.python, torch in that interpreter (found, not imported). A
+One small bash check per host of Backend.checked_hosts (this machine for local, each ssh host
+over ssh; all hosts at once) looks for the env.venv activate script, the env.python
+interpreter and, for the bundled trainer with env.python, torch in that interpreter (found,
+not imported). A
 miss is one line naming the spec key, the path and the host, before anything is recorded or
 launched. Batch jobs cannot be checked from here: their script checks the same things first
 (templates/common/env.sh.j2) and leaves the line in the run folder for `jobkit status`.
@@ -13,11 +14,11 @@ launched. Batch jobs cannot be checked from here: their script checks the same t
 from __future__ import annotations
 
 import shlex
-import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobkit.backends.registry import get_backend
 from jobkit.core.errors import SchedulerError, SpecError
 from jobkit.render.engine import quote_path
 from jobkit.render.interpreter import Interpreter
@@ -63,22 +64,11 @@ def check_script(loaded: LoadedSpec, interpreter: Interpreter, workdir: Path) ->
     return "\n".join(lines) + "\n"
 
 
-def _hosts(loaded: LoadedSpec) -> list[tuple[str, list[str] | None]]:
-    """(host name shown, ssh argv or None for this machine) for each host of the job."""
-    spec = loaded.spec
-    if spec.backend == "ssh":
-        from jobkit.backends.ssh import ssh_command
-
-        ssh = ssh_command(spec.ssh)
-        return [(host, [*ssh, host, "bash -s"]) for host in spec.ssh.hosts]
-    return [(socket.gethostname(), None)]
-
-
 def find_missing(loaded: LoadedSpec, interpreter: Interpreter, workdir: Path) -> list[Missing]:
     """What each host lacks, hosts in order; SchedulerError when a host cannot be asked."""
     script = check_script(loaded, interpreter, workdir)
     started = []
-    for host, ssh in _hosts(loaded):
+    for host, ssh in get_backend(loaded.spec.backend).checked_hosts(loaded.spec) or []:
         argv = ssh if ssh is not None else ["bash", "-s"]
         try:
             proc = subprocess.Popen(
@@ -112,8 +102,8 @@ def find_missing(loaded: LoadedSpec, interpreter: Interpreter, workdir: Path) ->
 
 def check_environment(loaded: LoadedSpec, interpreter: Interpreter, workdir: Path) -> None:
     """Raise SpecError naming the file, line, key, path and host of the first thing missing."""
-    if loaded.spec.backend not in ("local", "ssh"):
-        return
+    if get_backend(loaded.spec.backend).checked_hosts(loaded.spec) is None:
+        return  # the job's script checks where it runs
     if not loaded.spec.env.venv and interpreter.path is None:
         return  # nothing to look for (env.python system, or conda: activated by the job)
     found = find_missing(loaded, interpreter, workdir)

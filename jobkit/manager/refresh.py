@@ -16,22 +16,33 @@ from dataclasses import dataclass, field, replace
 
 from jobkit.backends.base import Observation
 from jobkit.backends.registry import BackendUnavailable, get_backend
+from jobkit.core import lifecycle
 from jobkit.core.errors import JobkitError, SchedulerError
+from jobkit.core.lifecycle import (
+    FINAL_EXIT_WAIT_S,
+    MISSING_GRACE_S,
+    MISSING_REASON,
+    UNKNOWN_WAIT_S,
+    VANISHED_GRACE_S,
+    State,
+)
 from jobkit.core.run_files import read_failure_note
-from jobkit.core.states import State
 from jobkit.registry.store import JobRecord, Store
 
-MISSING_GRACE_S = 60.0
-"""A submitted job the scheduler does not know is left alone this long (it may lag)."""
-VANISHED_GRACE_S = 300.0
-"""A job the scheduler did report, then neither its queue nor its accounting knows, keeps its
-last state this long after that report (accounting lags, e.g. after slurmdbd restarts)."""
-_NOT_SCHEDULER = (None, "submit", "adopted", "jobkit", "cancel")
-"""state_source values that are jobkit's own, not something a scheduler said."""
-FINAL_EXIT_WAIT_S = 15.0
-"""`wait_for` waits this long past a final state for a late exit code (accounting lag)."""
-UNKNOWN_WAIT_S = 60.0
-"""`wait_for` gives up on a job that has stayed UNKNOWN this long."""
+__all__ = [
+    "FINAL_EXIT_WAIT_S",
+    "MISSING_GRACE_S",
+    "UNKNOWN_WAIT_S",
+    "VANISHED_GRACE_S",
+    "BackendFailure",
+    "RefreshResult",
+    "Waiter",
+    "exit_status_for",
+    "format_age",
+    "refresh",
+    "wait_for",
+    "wait_settled",
+]
 
 
 @dataclass(frozen=True)
@@ -110,15 +121,14 @@ def refresh(
             continue
         for record in group:
             obs = answer.get(record.scheduler_id or "")
+            since = record.submitted_at or record.created_at
             if obs is not None:
-                if not _forgets_a_known_end(record, obs):
+                if not lifecycle.forgets_a_known_end(record, obs):
                     observations[record.jobkit_id] = _with_failure_note(record, obs)
-            elif _is_missing(record, at):
+            elif lifecycle.is_missing(record, since=since, at=at):
+                # source: the backend's name (StateSource's docstring)
                 observations[record.jobkit_id] = Observation(
-                    state=State.UNKNOWN,
-                    raw_state="",
-                    source=backend_name,
-                    reason="the scheduler no longer knows this job",
+                    state=State.UNKNOWN, raw_state="", source=backend_name, reason=MISSING_REASON
                 )
     changed = store.record_observations(observations, now=at) if observations else {}
     polled = sum(len(g) for g in groups.values())
@@ -133,33 +143,13 @@ def _with_failure_note(record: JobRecord, obs: Observation) -> Observation:
     gets that line as its reason: it says more than the scheduler's state."""
     if obs.state is not State.FAILED or record.is_array:
         return obs
-    run_dir = record.log_paths.get("run_dir") or record.extra.get("run_dir")
-    note = read_failure_note(run_dir)
+    note = read_failure_note(record.run_dir)
     return replace(obs, reason=note) if note else obs
-
-
-def _forgets_a_known_end(record: JobRecord, obs: Observation) -> bool:
-    """An UNKNOWN answer about a job whose end was already observed (FAILED seen in squeue,
-    then the job left it without accounting) would lose what is known: it is ignored."""
-    return obs.state is State.UNKNOWN and record.is_final and record.state_source != "cancel"
-
-
-def _is_missing(record: JobRecord, at: float) -> bool:
-    if record.is_final or record.state == State.UNKNOWN.value:
-        return False
-    if record.state_source in _NOT_SCHEDULER:
-        return at - (record.submitted_at or record.created_at) >= MISSING_GRACE_S
-    last_seen = record.observed_at or record.submitted_at or record.created_at
-    return at - last_seen >= VANISHED_GRACE_S
 
 
 def wait_settled(record: JobRecord, now: float) -> bool:
     """True once waiting can stop: final, confirmed, and with its exit code (or long enough)."""
-    if not record.is_final or record.state_source == "cancel":
-        return False
-    if record.exit_code is not None:
-        return True
-    return now - (record.final_at or now) >= FINAL_EXIT_WAIT_S
+    return lifecycle.settled(record, now)
 
 
 @dataclass

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from jobkit.backends.base import Backend, SubmitRequest
 from jobkit.backends.registry import BackendUnavailable, get_backend
 from jobkit.core.errors import JobkitError, SchedulerError
+from jobkit.core.lifecycle import StateSource
 from jobkit.core.proc import SchedulerTimeout
 from jobkit.registry.store import SUBMITTING, JobRecord, Store, new_token
 
@@ -311,7 +312,7 @@ def _adopt(store: Store, backend: Backend, record: JobRecord, scheduler_id: str)
         argv=[],
         log_paths=paths,
         extra=extra,
-        source="adopted",
+        source=StateSource.ADOPTED,
     )
 
 

@@ -137,9 +137,7 @@ def test_users_own_ddp_script_on_two_slurm_nodes(
 def test_a_missing_venv_fails_the_job_with_one_line(jobkit: Jobkit, slurm_cluster: object) -> None:
     """A batch job's environment can only be checked where it runs: the script's first check
     stops it, and its line is the job's failure reason."""
-    sub = jobkit.submit(
-        "examples/slurm-2node.yaml", "--set", "env.venv=/opt/gone-venv", venv=False
-    )
+    sub = jobkit.submit("examples/slurm-2node.yaml", "--set", "env.venv=/opt/gone-venv", venv=False)
     assert sub.returncode != 0, sub.explain()
     record = jobkit.status(sub.jobkit_id)
     assert record["state"] == "FAILED", record

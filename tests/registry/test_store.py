@@ -63,11 +63,11 @@ def test_newer_schema_is_refused(jobkit_home: Path) -> None:
 
 def test_a_schema_1_registry_is_migrated_with_its_jobs(jobkit_home: Path) -> None:
     """A registry written by a jobkit with schema 1 (spec and script in the jobs row)."""
-    from jobkit.registry.store import _MIGRATIONS
+    from jobkit.registry.rows import MIGRATIONS
 
     jobkit_home.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(jobkit_home / "jobkit.db")
-    conn.executescript(_MIGRATIONS[1])
+    conn.executescript(MIGRATIONS[1])
     conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
     conn.execute("INSERT INTO schema_version (version) VALUES (1)")
     conn.execute(

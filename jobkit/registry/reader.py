@@ -1,0 +1,137 @@
+"""Reading the registry: one job, the jobs a typed id names, listings, history."""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from jobkit.core.lifecycle import FINAL_STATES, SUBMITTING, State, source_of
+from jobkit.registry.db import Database, RegistryError
+from jobkit.registry.record import JobRecord, StateChange
+from jobkit.registry.rows import SELECT_RECORDS, record_from_row
+
+ID_PREFIX = "jk"
+
+
+class RegistryReader(Database):
+    """The registry's queries (Store adds the writes)."""
+
+    def _records(self, where: str = "", params: Sequence[Any] = ()) -> list[JobRecord]:
+        """Records of `SELECT_RECORDS` + where (WHERE / ORDER BY / LIMIT clauses)."""
+        return [record_from_row(row) for row in self._read(f"{SELECT_RECORDS} {where}", params)]
+
+    def get(self, jobkit_id: str) -> JobRecord:
+        """The job with this exact jobkit id; RegistryError if none."""
+        records = self._records("WHERE jobkit_id = ?", (jobkit_id,))
+        if not records:
+            raise RegistryError(f"no tracked job {jobkit_id!r}")
+        return records[0]
+
+    def find(self, text: str) -> list[JobRecord]:
+        """Jobs whose jobkit id starts with text, or whose scheduler id matches it.
+
+        A scheduler id matches exactly, or by its number alone (`123` finds `123;cluster`
+        and `123.server`); an array task id `123_4` finds the array `123`.
+        """
+        records = self._records("WHERE jobkit_id = ? OR scheduler_id = ?", (text, text))
+        exact = [r for r in records if r.jobkit_id == text]
+        if exact:
+            return exact[:1]
+        if records:
+            return records
+        if text.lower().startswith(ID_PREFIX) and len(text) > len(ID_PREFIX):
+            escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            records = self._records(
+                "WHERE jobkit_id LIKE ? ESCAPE '\\' ORDER BY created_at DESC", (escaped + "%",)
+            )
+        if not records:
+            base = scheduler_base_id(text)
+            records = self._records(
+                "WHERE scheduler_id = ? OR scheduler_id LIKE ? OR scheduler_id LIKE ?"
+                " ORDER BY created_at DESC",
+                (base, base + ";%", base + ".%"),
+            )
+        return records
+
+    def newest(self) -> JobRecord | None:
+        """The most recently created job, or None when the registry is empty."""
+        records = self._records("ORDER BY created_at DESC, row_order DESC LIMIT 1")
+        return records[0] if records else None
+
+    def list_jobs(
+        self,
+        *,
+        since: float | None = None,
+        recent_final_s: float | None = 86_400.0,
+        name_glob: str | None = None,
+        states: Sequence[str] | None = None,
+        backend: str | None = None,
+        limit: int | None = None,
+        now: float | None = None,
+    ) -> list[JobRecord]:
+        """Jobs newest first.
+
+        since: created at or after this time. recent_final_s: keep unfinished jobs plus
+        those that ended within this many seconds (None: every job).
+        """
+        at = time.time() if now is None else now
+        where: list[str] = []
+        params: list[Any] = []
+        if since is not None:
+            where.append("created_at >= ?")
+            params.append(since)
+        if recent_final_s is not None:
+            finals = sorted(s.value for s in FINAL_STATES)
+            marks = ",".join("?" for _ in finals)
+            where.append(
+                f"(state NOT IN ({marks}) OR COALESCE(final_at, observed_at, created_at) >= ?)"
+            )
+            params.extend(finals)
+            params.append(at - recent_final_s)
+        if states:
+            where.append(f"state IN ({','.join('?' for _ in states)})")
+            params.extend(states)
+        if backend:
+            where.append("backend = ?")
+            params.append(backend)
+        sql = f"WHERE {' AND '.join(where)}" if where else ""
+        records = self._records(f"{sql} ORDER BY created_at DESC, row_order DESC", params)
+        if name_glob:
+            records = [r for r in records if fnmatch.fnmatchcase(r.name, name_glob)]
+        return records[:limit] if limit is not None else records
+
+    def submitting(self) -> list[JobRecord]:
+        """Jobs whose intent is recorded but whose scheduler id is not (yet) known: those
+        SUBMITTING, and those whose submission's fate is unknown (UNKNOWN, no id)."""
+        return self._records(
+            "WHERE state = ? OR (state = ? AND scheduler_id IS NULL) ORDER BY created_at",
+            (SUBMITTING, State.UNKNOWN.value),
+        )
+
+    def history(self, jobkit_id: str) -> list[StateChange]:
+        """A job's state changes, oldest first."""
+        rows = self._read(
+            "SELECT at, state, raw_state, source, reason FROM state_history"
+            " WHERE jobkit_id = ? ORDER BY seq",
+            (jobkit_id,),
+        )
+        return [
+            StateChange(r["at"], r["state"], r["raw_state"], source_of(r["source"]), r["reason"])
+            for r in rows
+        ]
+
+    def count(self) -> int:
+        """How many jobs the registry holds."""
+        return int(self._read("SELECT COUNT(*) FROM jobs")[0][0])
+
+
+def scheduler_base_id(text: str) -> str:
+    """The scheduler id without cluster (`;c`), server (`.s`) or array task (`_4`, `[4]`)."""
+    base = text.split(";", 1)[0].split(".", 1)[0]
+    if "[" in base:
+        base = base.split("[", 1)[0]
+    if "_" in base and base.split("_", 1)[0].isdigit():
+        base = base.split("_", 1)[0]
+    return base
