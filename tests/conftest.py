@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-pytest_plugins = ["tests.plugins.cluster", "tests.plugins.sge"]
+pytest_plugins = ["tests.plugins.cluster", "tests.plugins.sge", "tests.plugins.invoke"]
 
 
 @pytest.fixture(autouse=True, scope="session")

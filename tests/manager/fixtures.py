@@ -15,9 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from jobkit.cli import run as cli_run
 from jobkit.registry.store import RegistryError, Store
-from tests.manager.helpers import CliResult
 
 
 @pytest.fixture(autouse=True)
@@ -54,25 +52,3 @@ def _cancel_leftovers(home: Path) -> None:
             if "Unable to contact" not in done.stderr:
                 break
             time.sleep(5)
-
-
-@pytest.fixture
-def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A submission directory, made the current directory."""
-    folder = tmp_path / "work"
-    folder.mkdir()
-    monkeypatch.chdir(folder)
-    return folder
-
-
-@pytest.fixture
-def jobkit(capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
-    """Run the CLI in this process: jobkit("status", "--all") -> CliResult."""
-
-    def invoke(*args: str) -> CliResult:
-        capsys.readouterr()
-        code = cli_run(list(args))
-        captured = capsys.readouterr()
-        return CliResult(code, captured.out, captured.err)
-
-    return invoke

@@ -10,21 +10,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.plugins.invoke import CliResult as CliResult
+from tests.plugins.invoke import Invoke as Invoke
 
-@dataclass
-class CliResult:
-    """What one jobkit command returned."""
-
-    code: int
-    out: str
-    err: str
-
-
-Invoke = Callable[..., CliResult]
 JOBKIT_BIN = [sys.executable, "-m", "jobkit"]
 
 

@@ -2,5 +2,4 @@
 `jobkit` runs the CLI in this process (tests/manager/fixtures.py, shared with tests/manager).
 """
 
-from tests.manager.fixtures import jobkit as jobkit
 from tests.manager.fixtures import jobkit_home as jobkit_home

@@ -21,10 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from jobkit.cli import run as cli_run
 from jobkit.render import engine as render_module
 from tests.plugins.cluster import SlurmCluster
-from tests.reliability.helpers import CliResult
 
 COUNTS_ENV = "JOBKIT_RELIABILITY_COUNTS"
 _COUNTS = pytest.StashKey[dict[str, int]]()
@@ -38,28 +36,6 @@ def jobkit_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("JOBKIT_HOME", str(home))
     monkeypatch.delenv("JOBKIT_DEBUG", raising=False)
     return home
-
-
-@pytest.fixture
-def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A submission directory, made the current directory."""
-    folder = tmp_path / "work"
-    folder.mkdir()
-    monkeypatch.chdir(folder)
-    return folder
-
-
-@pytest.fixture
-def jobkit(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
-    """Run the CLI in this process: jobkit("status", "--all") -> CliResult."""
-
-    def invoke(*args: str) -> CliResult:
-        capsys.readouterr()
-        code = cli_run(list(args))
-        captured = capsys.readouterr()
-        return CliResult(code, captured.out, captured.err)
-
-    return invoke
 
 
 @pytest.fixture

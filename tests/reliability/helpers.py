@@ -24,15 +24,6 @@ JOBKIT = [sys.executable, "-m", "jobkit"]
 
 
 @dataclass(frozen=True)
-class CliResult:
-    """What one jobkit command returned."""
-
-    code: int
-    out: str
-    err: str
-
-
-@dataclass(frozen=True)
 class Hostile:
     """One corpus string, its canary placeholder already replaced by a real path."""
 

@@ -20,8 +20,8 @@ import pytest
 
 from jobkit.manager.submit import LOST_AFTER_S, reconcile_submissions
 from jobkit.registry.store import Store
+from tests.plugins.invoke import CliResult
 from tests.reliability.helpers import (
-    CliResult,
     executable,
     jobs_with_comment,
     path_with,

@@ -24,8 +24,9 @@ import pytest
 from jobkit.core.errors import JobkitError
 from jobkit.manager.submit import plan_submission
 from jobkit.spec.load import load_spec
+from tests.plugins.invoke import CliResult
 from tests.reliability.fieldmap import BACKENDS, Slot, combined, slots, spec_with
-from tests.reliability.helpers import CliResult, Hostile, hostile_strings, write_spec
+from tests.reliability.helpers import Hostile, hostile_strings, write_spec
 from tests.reliability.shellshape import compare, placeholder
 
 pytestmark = pytest.mark.usefixtures("reuse_the_jinja_environment")

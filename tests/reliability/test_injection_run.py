@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 
 from jobkit.registry.store import Store
+from tests.plugins.invoke import CliResult
 from tests.reliability.helpers import (
-    CliResult,
     Hostile,
     assert_one_clean_line,
     canaries,

@@ -22,8 +22,8 @@ import pytest
 
 from jobkit.registry.store import Store
 from tests.plugins.cluster import SlurmCluster
+from tests.plugins.invoke import CliResult
 from tests.reliability.helpers import (
-    CliResult,
     assert_one_clean_line,
     executable,
     jobs_with_comment,

@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 from jobkit.core.errors import JobkitError
 from jobkit.spec.load import load_spec
 from jobkit.spec.walk import iter_fields
-from tests.reliability.helpers import JOBKIT, CliResult, assert_one_clean_line
+from tests.plugins.invoke import CliResult
+from tests.reliability.helpers import JOBKIT, assert_one_clean_line
 
 pytestmark = pytest.mark.usefixtures("reuse_the_jinja_environment")
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.helpers import CliResult, assert_one_clean_line, write_spec
+from tests.plugins.invoke import CliResult
+from tests.reliability.helpers import assert_one_clean_line, write_spec
 
 Invoke = Callable[..., CliResult]
 SANDBOX = "refused by the template sandbox"

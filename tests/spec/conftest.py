@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from jobkit.cli import run
+from tests.plugins.invoke import Invoke, in_process
 
-
-@dataclass(frozen=True)
-class CliResult:
-    """What one CLI run left: exit code, stdout and stderr."""
-
-    code: int
-    out: str
-    err: str
-
-
-CliRunner = Callable[..., CliResult]
+CliRunner = Invoke
 
 
 @pytest.fixture(autouse=True)
@@ -39,13 +27,7 @@ def no_site_profiles(
 def cli(capsys: pytest.CaptureFixture[str]) -> CliRunner:
     """Run `jobkit ARGS...` in this process (the same error handling as the console script)."""
 
-    def invoke(*args: str) -> CliResult:
-        capsys.readouterr()
-        code = run(list(args))
-        captured = capsys.readouterr()
-        return CliResult(code, captured.out, captured.err)
-
-    return invoke
+    return in_process(capsys)
 
 
 @pytest.fixture

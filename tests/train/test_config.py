@@ -61,17 +61,17 @@ FILE_ERRORS = {
     ),
     "bad list item": (
         MINIMAL + "train:\n  preempt_signals: [USR2, SIGFOO]\n",
-        "{f}:4: train.preempt_signals.1: is not a signal name (got 'SIGFOO')",
+        "{f}:4: train.preempt_signals[1]: is not a signal name (got 'SIGFOO')",
     ),
     "duplicate key": (
         "data:\n  batch_size_per_rank: 8\n  batch_size_per_rank: 9\n",
-        "{f}:3: data.batch_size_per_rank: duplicate key (first at line 2)",
+        "{f}:3: data.batch_size_per_rank: duplicate key",
     ),
     "YAML syntax": (
         "data:\n  batch_size_per_rank: [8\noptim: {}\n",
         "{f}:3: invalid YAML: expected ',' or ']', but got ':'",
     ),
-    "not a mapping": ("- 1\n- 2\n", "{f}: must be a mapping of sections (model, data, ...)"),
+    "not a mapping": ("- 1\n- 2\n", "{f}:1: the top level must be a mapping of keys (got a list)"),
     "model that is neither bundled nor an import path": (
         MINIMAL + "model:\n  name: resnet\n",
         "{f}:4: model.name: must be one of mlp, transformer or package.module:factory"
@@ -106,7 +106,10 @@ SET_ERRORS = {
         "--set foo.bar: unknown key (expected one of: name, model, data, optim, train, amp,"
         " distributed, checkpoint, logging)",
     ),
-    "no value": (["train.steps"], "--set train.steps: expected KEY=VALUE, e.g. train.steps=200"),
+    "no value": (
+        ["train.steps"],
+        "--set train.steps: expected KEY=VALUE, e.g. --set train.steps=200",
+    ),
     "misspelt model argument": (
         ["model.args.hiden=3"],
         "--set model.args.hiden: unknown key (expected one of: hidden, depth, dropout)",
@@ -121,7 +124,10 @@ SET_ERRORS = {
         "--set data.global_batch_size: give exactly one of batch_size_per_rank or"
         " global_batch_size",
     ),
-    "into a scalar": (["optim.lr.x=1"], "--set optim.lr.x: optim.lr is not a section"),
+    "into a scalar": (
+        ["optim.lr.x=1"],
+        "--set optim.lr.x=1: optim.lr.x: optim.lr holds a value, not keys",
+    ),
 }
 
 
@@ -198,13 +204,13 @@ def test_runtime_config_errors_name_the_key(tmp_path: Path) -> None:
     [
         ("200", 200),
         ("-3", -3),
-        ("1e-3", 1e-3),
+        ("1e-3", "1e-3"),  # YAML 1.1: no dot, no float (a number key converts it)
         ("3.0e-4", 3e-4),
         (".5", 0.5),
         ("true", True),
         ("False", False),
         ("null", None),
-        ("off", "off"),
+        ("off", False),  # YAML 1.1 (a text key such as amp.dtype takes "off")
         ("bf16", "bf16"),
         ("'12'", "12"),
         ("[USR2, TERM]", ["USR2", "TERM"]),
