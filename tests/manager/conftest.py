@@ -3,4 +3,4 @@ shared with tests/registry). Cluster tests carry the `slurm` / `pbs` markers and
 fixtures of tests/plugins/cluster.py (`slurm_cluster`, `pbs_cluster`).
 """
 
-from tests.manager.fixtures import jobkit_home as jobkit_home
+from tests.plugins.home import jobkit_home as jobkit_home

@@ -1,5 +1,5 @@
-"""Fixtures for the registry tests: each test gets its own JOBKIT_HOME (autouse), and
-`jobkit` runs the CLI in this process (tests/manager/fixtures.py, shared with tests/manager).
+"""Fixtures for the registry tests: each test gets its own JOBKIT_HOME (autouse,
+tests/plugins/home.py); `jobkit` runs the CLI in this process (tests/plugins/invoke.py).
 """
 
-from tests.manager.fixtures import jobkit_home as jobkit_home
+from tests.plugins.home import jobkit_home as jobkit_home

@@ -1,5 +1,6 @@
-"""Fixtures shared by the registry tests (tests/registry) and the submit, status and cancel
-tests (tests/manager); each folder's conftest.py imports them.
+"""A registry of each test's own (JOBKIT_HOME), its cluster jobs cancelled afterwards: an
+autouse fixture for tests/registry, tests/manager and tests/backends, whose conftest.py
+imports it (it is not a global plugin: other folders keep their own homes).
 
 Every test gets its own JOBKIT_HOME. Cluster tests carry the `slurm` / `pbs` markers and
 use the fixtures of tests/plugins/cluster.py (`slurm_cluster`, `pbs_cluster`).
