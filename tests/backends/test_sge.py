@@ -203,3 +203,11 @@ def test_directives_of_a_two_host_job() -> None:
         "#$ -j y",
         "#$ -o logs/",
     ]
+
+
+def test_memory_is_the_largest_resident_set_of_any_host(tmp_path: Path) -> None:
+    """qacct's ru_maxrss (resident), never maxvmem (virtual: GBs for any CUDA process)."""
+    big = sample("qacct_ok.txt").replace("ru_maxrss    4.395KB", "ru_maxrss    2.5MB")
+    records = parse_qacct(sample("qacct_ok.txt")) + parse_qacct(big)
+    obs = _finished_observation(tracked(tmp_path), records)
+    assert obs is not None and obs.max_rss == "2.5MB", obs

@@ -238,6 +238,15 @@ def _finished_observation(job: TrackedJob, runs: Sequence[FinishedRun]) -> Obser
         reason=reason,
         nodes=",".join(hosts) or None,
         elapsed_s=max(elapsed) if elapsed else None,
-        max_rss=first.maxvmem,
+        max_rss=max((r.max_rss for r in runs if r.max_rss), key=_bytes, default=None),
         cpu_time=first.cpu,
     )
+
+
+_UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
+
+
+def _bytes(text: str) -> float:
+    """4.504KB -> 4612.1 (qacct's memory figures); unreadable text counts as 0."""
+    match = re.match(r"^\s*([0-9.]+)\s*([KMGT]?B)\s*$", text)
+    return float(match[1]) * _UNITS[match[2]] if match else 0.0

@@ -73,7 +73,8 @@ class FinishedRun:
     failed_text: str
     exit_status: int | None
     wallclock_s: float | None
-    maxvmem: str | None
+    max_rss: str | None
+    """ru_maxrss as qacct prints it (`4.504KB`): resident memory, not maxvmem (virtual)."""
     cpu: str | None
     deleted: bool
 
@@ -122,7 +123,7 @@ def parse_qacct(text: str) -> list[FinishedRun]:
                 failed_text=failed_text,
                 exit_status=_int(block.get("exit_status")),
                 wallclock_s=float(wall[1]) if wall else None,
-                maxvmem=block.get("maxvmem"),
+                max_rss=block.get("ru_maxrss"),
                 cpu=block.get("cpu"),
                 deleted=block.get("deleted_by", "NONE") not in ("NONE", "")
                 or "qdel" in failed_text.lower(),
