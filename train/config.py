@@ -1,40 +1,85 @@
 """The trainer's config: one YAML file (bundled name or path) plus typed `--set key=value`.
 
 Torch-free, so a bad config fails in a fraction of a second with `file:line: key: message`.
+The file is read by jobkit's loader (jobkit/core/yamlsrc.py) and `--set` by jobkit's grammar
+(jobkit/core/overrides.py), with the same per-key reading of unquoted scalars as a job spec
+(jobkit/spec/scalars.py): what jobkit checks at render time is what the trainer reads.
+The sections themselves are in train/config_schema.py (re-exported here).
 """
 
 from __future__ import annotations
 
 import math
-import re
-import signal
-from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Any
 
 import yaml
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
+from pydantic import BaseModel, ValidationError
+
+from jobkit.core import overrides
+from jobkit.core.errors import SpecError
+from jobkit.core.yamlsrc import KeyPath, format_path, load_yaml_file, lookup
+from jobkit.spec.scalars import annotation_in, apply_source_text
+from train.config_schema import (
+    BUILTIN_ARGS,
+    BUILTIN_DATA,
+    BUILTIN_MODELS,
+    AmpConfig,
+    CharsArgs,
+    CheckpointConfig,
+    DataConfig,
+    DistributedConfig,
+    KeyedError,
+    LoggingConfig,
+    MlpArgs,
+    ModelConfig,
+    OptimConfig,
+    Section,
+    SyntheticArgs,
+    TrainConfig,
+    TrainerConfig,
+    TransformerArgs,
 )
 
-from train.yamlsrc import KeyPath, YamlSourceError, load_yaml_with_lines
+__all__ = [
+    "BUILTIN_ARGS",
+    "BUILTIN_DATA",
+    "BUILTIN_MODELS",
+    "CONFIG_DIR",
+    "AmpConfig",
+    "CharsArgs",
+    "CheckpointConfig",
+    "ConfigError",
+    "DataConfig",
+    "DistributedConfig",
+    "LoadedConfig",
+    "LoggingConfig",
+    "MlpArgs",
+    "ModelConfig",
+    "OptimConfig",
+    "Section",
+    "SyntheticArgs",
+    "TrainConfig",
+    "TrainerConfig",
+    "TransformerArgs",
+    "bundled_configs",
+    "config_data",
+    "load_config",
+    "parse_set_value",
+    "per_rank_batch",
+    "resolve_config_path",
+    "scaled_lr",
+]
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
-BUILTIN_MODELS = ("mlp", "transformer")
-BUILTIN_DATA = ("synthetic", "chars")
-_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-_INT = re.compile(r"^[+-]?\d+$")
-_FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+SET_EXAMPLE = "train.steps=200"
 
 
 class ConfigError(Exception):
-    """A bad config or override: one line, `file:line: key: message` or `--set key: message`."""
+    """A bad config or override, one line: `file:line: key: message` (as jobkit's SpecError),
+    `--set key: message` for a checked value an override set, `--set ITEM: message` for an
+    override that cannot be read."""
 
     exit_code = 2
 
@@ -51,249 +96,11 @@ class ConfigError(Exception):
         key = f"{self.key}: " if self.key else ""
         return f"{self.where}: {key}{self.message}"
 
-
-class Section(BaseModel):
-    """A config section: unknown keys are errors."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-def _off_is_false(value: object) -> object:
-    """YAML reads a bare `off` as false: take it as the string."""
-    return "off" if value is False else value
-
-
-class ModelConfig(Section):
-    """Which network to train."""
-
-    name: str = Field("mlp", description="mlp | transformer | package.module:factory")
-    args: dict[str, Any] = Field(default_factory=dict, description="Arguments of the model.")
-    activation_checkpointing: bool = Field(
-        False, description="Recompute transformer blocks in backward (bundled transformer)."
-    )
-    loss: Literal["cross_entropy", "mse"] = "cross_entropy"
-
-    @field_validator("name")
     @classmethod
-    def _known_or_import_path(cls, value: str) -> str:
-        if value not in BUILTIN_MODELS and not _IMPORT_PATH.match(value):
-            raise ValueError(
-                f"must be one of {', '.join(BUILTIN_MODELS)} or package.module:factory"
-                f" (got {value!r})"
-            )
-        return value
-
-
-class DataConfig(Section):
-    """Which data, and how much of it per step."""
-
-    name: str = Field("synthetic", description="synthetic | chars | package.module:factory")
-    args: dict[str, Any] = Field(default_factory=dict, description="Arguments of the dataset.")
-    batch_size_per_rank: int | None = Field(
-        None, ge=1, description="Samples per rank per micro-step."
-    )
-    global_batch_size: int | None = Field(
-        None, ge=1, description="Samples per optimizer step over all ranks and micro-steps."
-    )
-    num_workers: int = Field(0, ge=0, le=64)
-    shuffle: bool = True
-
-    @field_validator("name")
-    @classmethod
-    def _known_or_import_path(cls, value: str) -> str:
-        if value not in BUILTIN_DATA and not _IMPORT_PATH.match(value):
-            raise ValueError(
-                f"must be one of {', '.join(BUILTIN_DATA)} or package.module:factory"
-                f" (got {value!r})"
-            )
-        return value
-
-
-class OptimConfig(Section):
-    """Optimizer and learning-rate schedule."""
-
-    name: Literal["adamw", "sgd"] = "adamw"
-    lr: float = Field(1e-3, gt=0)
-    weight_decay: float = Field(0.0, ge=0)
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = Field(1e-8, gt=0)
-    momentum: float = Field(0.0, ge=0, lt=1)
-    nesterov: bool = False
-    lr_scaling: Literal["none", "linear", "sqrt"] = Field(
-        "none", description="Multiply lr by the world size (linear) or its square root (sqrt)."
-    )
-    warmup_steps: int = Field(0, ge=0)
-    schedule: Literal["cosine", "constant"] = "cosine"
-    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine floor, as a part of lr.")
-    grad_clip: float = Field(1.0, ge=0, description="Max gradient norm; 0: no clipping.")
-
-
-def _signal_name(value: object) -> object:
-    if isinstance(value, str):
-        name = value.strip().upper()
-        name = name if name.startswith("SIG") else "SIG" + name
-        if not isinstance(getattr(signal, name, None), signal.Signals):
-            raise ValueError(f"is not a signal name (got {value!r})")
-        return name
-    return value
-
-
-SignalName = Annotated[str, BeforeValidator(_signal_name)]
-
-
-class TrainConfig(Section):
-    """Length of training and the stop rules."""
-
-    steps: int = Field(100, ge=1, description="Optimizer steps in all.")
-    grad_accum_steps: int = Field(1, ge=1, le=4096)
-    seed: int = Field(0, ge=0)
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    stop_after_step: int | None = Field(
-        None,
-        ge=1,
-        description="Stop after this step as if preempted (checkpoint, exit 75).",
-    )
-    preempt_signals: list[SignalName] = Field(default_factory=lambda: ["SIGUSR2", "SIGTERM"])
-    stop_vote_every_s: float = Field(
-        0.25,
-        ge=0,
-        le=60,
-        description=(
-            "About how often (seconds of training) the ranks agree on a stop signal; 0: after"
-            " every step."
-        ),
-    )
-
-
-class AmpConfig(Section):
-    """Mixed precision."""
-
-    dtype: Annotated[Literal["off", "bf16", "fp16"], BeforeValidator(_off_is_false)] = "off"
-    init_scale: float = Field(65536.0, gt=0, description="fp16 GradScaler start scale.")
-    growth_interval: int = Field(2000, ge=1, description="fp16 GradScaler growth interval.")
-
-
-class DistributedConfig(Section):
-    """Process group and DistributedDataParallel settings."""
-
-    strategy: Literal["auto", "single", "dp", "ddp"] = "auto"
-    backend: Literal["auto", "nccl", "gloo"] = "auto"
-    timeout: int = Field(1800, ge=1, description="Collective timeout in seconds.")
-    find_unused_parameters: bool = False
-    bucket_cap_mb: float = Field(25.0, gt=0)
-    gradient_as_bucket_view: bool = False
-    static_graph: bool = False
-
-
-class CheckpointConfig(Section):
-    """Where checkpoints go, how often, and resuming."""
-
-    dir: str | None = Field(
-        None, description="Default: $JOBKIT_RUN_DIR/checkpoints, else runs/NAME/checkpoints."
-    )
-    every_steps: int = Field(0, ge=0, description="0: only at the end and on preemption.")
-    keep_last: int = Field(3, ge=1)
-    resume: str = Field("auto", description="auto | never | path of a checkpoint file.")
-    save_final: bool = True
-
-
-class LoggingConfig(Section):
-    """Console lines, per-rank log files and metrics."""
-
-    dir: str | None = Field(None, description="Default: $JOBKIT_RUN_DIR, else runs/NAME.")
-    every_steps: int = Field(10, ge=1)
-    metrics: bool = True
-
-
-SectionT = TypeVar("SectionT", bound=Section)
-
-
-def _defaults(section: type[SectionT]) -> Callable[[], SectionT]:
-    """A default factory: the section with all its defaults."""
-    return lambda: section.model_validate({})
-
-
-class TrainerConfig(Section):
-    """The whole trainer config."""
-
-    name: str = Field("run", pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
-    model: ModelConfig = Field(default_factory=_defaults(ModelConfig))
-    data: DataConfig = Field(default_factory=_defaults(DataConfig))
-    optim: OptimConfig = Field(default_factory=_defaults(OptimConfig))
-    train: TrainConfig = Field(default_factory=_defaults(TrainConfig))
-    amp: AmpConfig = Field(default_factory=_defaults(AmpConfig))
-    distributed: DistributedConfig = Field(default_factory=_defaults(DistributedConfig))
-    checkpoint: CheckpointConfig = Field(default_factory=_defaults(CheckpointConfig))
-    logging: LoggingConfig = Field(default_factory=_defaults(LoggingConfig))
-
-    @model_validator(mode="after")
-    def _batch_size_given_once(self) -> TrainerConfig:
-        given = [self.data.batch_size_per_rank, self.data.global_batch_size]
-        if sum(value is not None for value in given) != 1:
-            raise _KeyedError(
-                ("data",), "give exactly one of batch_size_per_rank or global_batch_size"
-            )
-        return self
-
-
-# Arguments of the bundled models and datasets, checked before anything is built.
-
-
-class MlpArgs(Section):
-    hidden: int = Field(64, ge=1)
-    depth: int = Field(2, ge=1, le=64)
-    dropout: float = Field(0.0, ge=0, lt=1)
-
-
-class TransformerArgs(Section):
-    d_model: int = Field(64, ge=8)
-    n_layers: int = Field(2, ge=1, le=64)
-    n_heads: int = Field(4, ge=1)
-    d_ff: int | None = Field(None, ge=1, description="Default 4 * d_model.")
-    dropout: float = Field(0.0, ge=0, lt=1)
-
-    @model_validator(mode="after")
-    def _heads_divide(self) -> TransformerArgs:
-        if self.d_model % self.n_heads:
-            raise _KeyedError(
-                ("n_heads",),
-                f"must divide d_model ({self.d_model}; got {self.n_heads})",
-            )
-        return self
-
-
-class SyntheticArgs(Section):
-    samples: int = Field(4096, ge=2)
-    features: int = Field(16, ge=1)
-    classes: int = Field(4, ge=2)
-    separation: float = Field(3.0, ge=0)
-    seed: int = Field(1234, ge=0)
-
-
-class CharsArgs(Section):
-    path: str | None = Field(None, description="Text file; default: the bundled corpus.")
-    context: int = Field(64, ge=2)
-    stride: int | None = Field(None, ge=1, description="Default: context (no overlap).")
-
-
-BUILTIN_ARGS: dict[tuple[str, str], type[Section]] = {
-    ("model", "mlp"): MlpArgs,
-    ("model", "transformer"): TransformerArgs,
-    ("data", "synthetic"): SyntheticArgs,
-    ("data", "chars"): CharsArgs,
-}
-
-
-class _KeyedError(ValueError):
-    """A check about a key other than where pydantic found it; key path relative to the model."""
-
-    def __init__(self, path: KeyPath, message: str) -> None:
-        self.path = path
-        self.message = message
-        super().__init__(message)
-
-
-# Loading
+    def from_spec_error(cls, err: SpecError) -> ConfigError:
+        """jobkit's loader and grammar errors, shown the same."""
+        where = (err.file or "") + (f":{err.line}" if err.line else "")
+        return cls(where, err.key, err.message)
 
 
 def bundled_configs() -> list[str]:
@@ -317,25 +124,10 @@ def resolve_config_path(name_or_path: str) -> Path:
 
 
 def parse_set_value(text: str) -> Any:
-    """`--set` values: true/false, null, ints, floats, [lists] and {maps}; else the string."""
-    value = text.strip()
-    lowered = value.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if lowered in ("null", "~"):
-        return None
-    if _INT.match(value):
-        return int(value)
-    if _FLOAT.match(value):
-        return float(value)
-    if value[:1] in ("[", "{"):
-        try:
-            return yaml.safe_load(value)
-        except yaml.YAMLError:
-            return value
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        return value[1:-1]
-    return value
+    """A `--set` value as the shared grammar reads it, before the key's type has its say:
+    `200`, `true`, `null`, `[a, b]`, `{a: 1}`, `'12'` (a string); `off`, `0123` and `1:30` are
+    YAML 1.1's false, 83 and 90 here, but a text key takes them as written (load_config)."""
+    return overrides.parse_set_value(text, f"--set x={text}")[0]
 
 
 class _Sources:
@@ -348,33 +140,62 @@ class _Sources:
 
     def locate(self, path: KeyPath) -> tuple[str, str]:
         """(where, key) for an error about `path`: `--set a.b` or `file:line`."""
-        for set_path, key in self.set_keys.items():
+        for set_path, key in reversed(self.set_keys.items()):
             if path[: len(set_path)] == set_path or set_path[: len(path)] == path:
                 return "--set", key
+        file, line = self.file_line(path)
+        return (f"{file}:{line}" if line else file), format_path(path)
+
+    def file_line(self, path: KeyPath) -> tuple[str, int | None]:
+        """(file, line of `path` or of its nearest ancestor written in the file)."""
         for length in range(len(path), 0, -1):
             line = self.lines.get(path[:length])
             if line is not None:
-                return f"{self.file}:{line}", ".".join(path)
-        return self.file, ".".join(path)
+                return self.file, line
+        return self.file, None
 
 
-def _apply_set(data: dict[str, Any], item: str, sources: _Sources) -> None:
-    key, sep, raw = item.partition("=")
-    key = key.strip()
-    if not sep or not key:
-        raise ConfigError("--set", item or "''", "expected KEY=VALUE, e.g. train.steps=200")
-    path = tuple(key.split("."))
-    if any(not part for part in path):
-        raise ConfigError("--set", key, "empty part in the key")
-    target = data
-    for depth, part in enumerate(path[:-1]):
-        child = target.setdefault(part, {})
-        if not isinstance(child, dict):
-            where = ".".join(path[: depth + 1])
-            raise ConfigError("--set", key, f"{where} is not a section")
-        target = child
-    target[path[-1]] = parse_set_value(raw)
-    sources.set_keys[path] = key
+def _annotation_at(data: dict[str, Any]) -> Any:
+    """Key path -> its declared type; under `model.args` / `data.args` of a bundled model or
+    dataset, by that one's arguments (`data` names it, after every override)."""
+
+    def find(path: KeyPath) -> Any:
+        if len(path) > 2 and path[1] == "args" and path[0] in ("model", "data"):
+            section = data.get(str(path[0]))
+            name = section.get("name") if isinstance(section, dict) else None
+            default = "mlp" if path[0] == "model" else "synthetic"
+            args_model = BUILTIN_ARGS.get((str(path[0]), name if name is not None else default))
+            if args_model is not None:
+                return annotation_in(args_model, path[2:])
+        return annotation_in(TrainerConfig, path)
+
+    return find
+
+
+def _read(
+    text_path: Path, shown: str, items: list[str] | tuple[str, ...]
+) -> tuple[dict[str, Any], _Sources]:
+    """The file's data with every override merged in, each unquoted scalar read as its key
+    takes it (jobkit/spec/scalars.py), and where each key came from."""
+    try:
+        doc = load_yaml_file(text_path, shown, what="a trainer config", empty_ok=True)
+        data = dict(doc.data)
+        data.setdefault("name", text_path.stem)
+        sets = [overrides.parse_set(item, example=SET_EXAMPLE) for item in items]
+        preview = data
+        for parsed in sets:
+            preview = overrides.merge(preview, parsed.nested())
+        annotation_at = _annotation_at(preview)
+        sources = _Sources(shown, doc.lines)
+        apply_source_text(data, doc.source_text, sources.file_line, annotation_at)
+        for parsed in sets:
+            layer = parsed.nested()
+            apply_source_text(layer, parsed.source_text, parsed.locate, annotation_at)
+            data = overrides.apply_set(data, replace(parsed, value=lookup(layer, parsed.path)[1]))
+            sources.set_keys[parsed.path] = parsed.key
+    except SpecError as err:
+        raise ConfigError.from_spec_error(err) from None
+    return data, sources
 
 
 def _describe_error(error: Any, model: type[BaseModel], path: KeyPath) -> str:
@@ -429,6 +250,12 @@ def _fields_at(model: type[BaseModel], path: KeyPath) -> list[str]:
     return list(fields) if isinstance(fields, dict) else []
 
 
+def config_data(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """The config as read (file, then overrides), before it is checked against the sections."""
+    path = resolve_config_path(name_or_path)
+    return _read(path, str(path), overrides)[0]
+
+
 def _validate(
     model: type[BaseModel], data: Any, sources: _Sources, prefix: KeyPath = ()
 ) -> BaseModel:
@@ -436,13 +263,14 @@ def _validate(
         return model.model_validate(data)
     except ValidationError as err:
         first = err.errors(include_url=False)[0]
-        path = prefix + tuple(str(part) for part in first["loc"])
+        loc: KeyPath = tuple(first["loc"])
+        path = prefix + loc
         ctx_error = (first.get("ctx") or {}).get("error")
-        if isinstance(ctx_error, _KeyedError):
+        if isinstance(ctx_error, KeyedError):
             path = path + ctx_error.path
             message = ctx_error.message
         else:
-            message = _describe_error(first, model, tuple(str(p) for p in first["loc"]))
+            message = _describe_error(first, model, tuple(str(part) for part in loc))
         where, key = sources.locate(path)
         raise ConfigError(where, key, message) from None
 
@@ -453,24 +281,7 @@ def load_config(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()) 
     Raises ConfigError with the file, line and key of the first problem.
     """
     path = resolve_config_path(name_or_path)
-    shown = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(shown, None, f"cannot read: {err}") from None
-    try:
-        data, lines = load_yaml_with_lines(text)
-    except YamlSourceError as err:
-        where = f"{shown}:{err.line}" if err.line else shown
-        raise ConfigError(where, None, err.message) from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(shown, None, "must be a mapping of sections (model, data, ...)")
-    data.setdefault("name", path.stem)
-    sources = _Sources(shown, lines)
-    for item in overrides:
-        _apply_set(data, item, sources)
+    data, sources = _read(path, str(path), overrides)
     config = _validate(TrainerConfig, data, sources)
     assert isinstance(config, TrainerConfig)
     for (section, name), args_model in BUILTIN_ARGS.items():

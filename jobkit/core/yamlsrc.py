@@ -79,10 +79,13 @@ def _child(value: Any, part: str | int) -> tuple[bool, Any]:
     return False, None
 
 
-def load_yaml_file(path: Path, display: str | None = None) -> YamlDoc:
+def load_yaml_file(
+    path: Path, display: str | None = None, *, what: str = "a job spec", empty_ok: bool = False
+) -> YamlDoc:
     """Load a YAML file whose top level must be a mapping.
 
-    `display` is how the file is named in errors (default: the path as given).
+    `display` is how the file is named in errors (default: the path as given); `what` is
+    what the file should be (for the size error); `empty_ok`: an empty file is `{}`.
     """
     name = display if display is not None else str(path)
     try:
@@ -95,11 +98,11 @@ def load_yaml_file(path: Path, display: str | None = None) -> YamlDoc:
     except OSError as err:
         raise SpecError(f"cannot read: {err.strerror or err}", file=name) from None
     if len(raw) > MAX_FILE_BYTES:
-        raise SpecError(f"is larger than {MAX_FILE_BYTES // 1024} KiB: not a job spec", file=name)
-    return load_yaml_bytes(raw, name)
+        raise SpecError(f"is larger than {MAX_FILE_BYTES // 1024} KiB: not {what}", file=name)
+    return load_yaml_bytes(raw, name, empty_ok=empty_ok)
 
 
-def load_yaml_bytes(raw: bytes, file: str) -> YamlDoc:
+def load_yaml_bytes(raw: bytes, file: str, *, empty_ok: bool = False) -> YamlDoc:
     """Decode and load YAML text whose top level must be a mapping."""
     if b"\x00" in raw:
         raise SpecError("is a binary file, not YAML text", file=file)
@@ -112,12 +115,14 @@ def load_yaml_bytes(raw: bytes, file: str) -> YamlDoc:
             file=file,
             line=line,
         ) from None
-    return load_yaml_text(text, file)
+    return load_yaml_text(text, file, empty_ok=empty_ok)
 
 
-def load_yaml_text(text: str, file: str) -> YamlDoc:
-    """Load YAML text whose top level must be a mapping."""
+def load_yaml_text(text: str, file: str, *, empty_ok: bool = False) -> YamlDoc:
+    """Load YAML text whose top level must be a mapping (`empty_ok`: or nothing, `{}`)."""
     node = _compose(text, file)
+    if node is None and empty_ok:
+        return YamlDoc(data={}, file=file)
     if node is None:
         raise SpecError(
             "is empty: expected a mapping such as `name: ...` and `run: ...`", file=file
@@ -141,11 +146,35 @@ def parse_value(text: str, source: str) -> Any:
 def parse_value_with_source(text: str, source: str) -> tuple[Any, dict[KeyPath, str]]:
     """parse_value, and the source text of its scalars as YamlDoc.source_text has it (paths
     relative to the value)."""
-    node = _compose(text, source, with_line=False)
+    return build_node(parse_value_node(text, source), source)
+
+
+def parse_value_node(text: str, source: str) -> yaml.Node | None:
+    """The composed node of one YAML value (None: empty), for parse_value's callers that look
+    at how it was written (jobkit/core/overrides.py); errors name `source`, no line."""
+    return _compose(text, source, with_line=False)
+
+
+def build_node(node: yaml.Node | None, source: str) -> tuple[Any, dict[KeyPath, str]]:
+    """A node from parse_value_node as a value and its scalars' source text."""
     if node is None:
         return None, {}
     builder = _Builder(source, with_line=False)
     return builder.build(node, ()), builder.source_text
+
+
+def parse_plain_with_source(text: str, source: str) -> tuple[Any, dict[KeyPath, str]]:
+    """`text` whole as one unquoted scalar: its type as YAML resolves an unquoted scalar of
+    that text (`12` an integer, `a #b` the string), nothing dropped or folded."""
+    tag = _RESOLVER.resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
+    if tag not in yaml.SafeLoader.yaml_constructors:  # `*`, `=`, `<<` resolve to no value
+        tag = "tag:yaml.org,2002:str"
+    mark = yaml.Mark(source, 0, 0, 0, "", 0)
+    node = yaml.ScalarNode(tag, text, mark, mark, style=None)
+    return build_node(node, source)
+
+
+_RESOLVER = yaml.resolver.Resolver()
 
 
 def _compose(text: str, file: str, *, with_line: bool = True) -> yaml.Node | None:

@@ -19,6 +19,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jobkit.backends.registry import backend_class
 from jobkit.core.conventions import template_constants
 from jobkit.core.errors import JobkitError, SpecError
+from jobkit.core.overrides import set_word
 from jobkit.core.paths import templates_dir
 from jobkit.core.units import format_hms, format_memory, format_slurm_time
 from jobkit.render.cache import bytecode_cache
@@ -112,7 +113,7 @@ def program_argv(spec: JobSpec, interpreter: Interpreter | None = None) -> list[
     python = run.python or chosen.path or "python3"
     argv = [python, "-m", "train", "--config", run.train.config]
     for key, value in run.train.overrides.items():
-        argv += ["--set", f"{key}={shell_word(value)}"]
+        argv += ["--set", set_word(key, value)]  # read back as jobkit read it
     return argv
 
 

@@ -15,14 +15,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from jobkit.core import overrides
 from jobkit.core.errors import SpecError
-from jobkit.core.yamlsrc import (
-    KeyPath,
-    format_path,
-    load_yaml_file,
-    lookup,
-    parse_value_with_source,
-)
+from jobkit.core.yamlsrc import KeyPath, format_path, load_yaml_file, lookup
 from jobkit.spec.errors import Problem, problems, show_value
 from jobkit.spec.profiles import (
     PROFILE_NAME_RE,
@@ -127,7 +122,7 @@ def load_spec(
         _normalise(layer.data)
     merged: dict[str, Any] = {}
     for layer in layers:
-        merged = _merge(merged, layer.data)
+        merged = overrides.merge(merged, layer.data)
     spec = _validate(merged, layers, job)
     chosen_dir = Path(template_dir) if template_dir is not None else None
     if chosen_dir is not None and not chosen_dir.is_dir():
@@ -142,25 +137,11 @@ def load_spec(
 
 
 def parse_set(item: str) -> Layer:
-    """One `--set key.path=value` as a layer; the value is parsed as YAML (`2`, `[a, b]`)."""
-    source = f"--set {item}"
-    key, sep, text = item.partition("=")
-    key = key.strip()
-    if not sep or not key:
-        raise SpecError("expected KEY=VALUE, e.g. --set resources.nodes=2", file=source)
-    path = split_key(key)
-    if path is None:
-        raise SpecError(f"{key!r} is not a key path like resources.nodes", file=source)
-    _refuse_descending_into_value(path, source)
-    try:
-        value, source_text = parse_value_with_source(text, source)
-    except SpecError as err:
-        raise SpecError(err.message, file=source, key=key) from None
-    data: Any = value
-    for part in reversed(path):
-        data = {part: data}
-    written = {(*path, *inner): raw for inner, raw in source_text.items()}
-    return Layer(data, Location(source), source_text=written)
+    """One `--set key.path=value` as a layer; the value is parsed as YAML (`2`, `[a, b]`) by
+    the grammar the trainer shares (jobkit/core/overrides.py)."""
+    parsed = overrides.parse_set(item, split=split_key)
+    _refuse_descending_into_value(parsed.path, parsed.source)
+    return Layer(parsed.nested(), Location(parsed.source), source_text=dict(parsed.source_text))
 
 
 @dataclass(frozen=True)
@@ -263,16 +244,6 @@ def _normalise(data: dict[str, Any]) -> None:
     env = data.get("env")
     if isinstance(env, dict) and isinstance(env.get("nccl"), str):
         env["nccl"] = {"preset": env["nccl"]}
-
-
-def _merge(base: Any, top: Any) -> Any:
-    """Mappings merge key by key; anything else in `top` replaces `base`."""
-    if isinstance(base, dict) and isinstance(top, dict):
-        merged = dict(base)
-        for key, value in top.items():
-            merged[key] = _merge(base[key], value) if key in base else value
-        return merged
-    return top
 
 
 def _validate(merged: dict[str, Any], layers: Sequence[Layer], job: Layer) -> JobSpec:

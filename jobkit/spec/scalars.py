@@ -11,20 +11,22 @@ for a day). So, key by key (YamlDoc.source_text has the text of every such scala
 - number keys refuse the base-60 and octal forms with a line saying how to write the number
   (`nodes: 010` is not 8 nor 10 until the user says which);
 - booleans, and `null`/`~`/an empty value (not set), keep YAML's meaning.
+
+The bundled trainer reads its config and `--set` values by the same rules over its own
+schema (train/config.py passes `annotation_at`).
 """
 
 from __future__ import annotations
 
 import re
+import types
 from collections.abc import Callable
-from typing import Any, get_args, get_origin
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
 from jobkit.core.errors import SpecError
 from jobkit.core.yamlsrc import KeyPath, format_path
-from jobkit.spec.schema import JobSpec, SourceText
-from jobkit.spec.walk import section_model, strip_annotated, union_members
 
 _BASE_60 = re.compile(r"^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?$")
 _OCTAL = re.compile(r"^[-+]?0[0-7_]+$")
@@ -32,30 +34,45 @@ _OCTAL = re.compile(r"^[-+]?0[0-7_]+$")
 Locate = Callable[[KeyPath], tuple[str, int | None]]
 """Key path -> (file or option, line) for an error."""
 
+AnnotationAt = Callable[[KeyPath], Any]
+"""Key path -> the declared type of its value, or None where the schema has none."""
+
 
 def apply_source_text(
-    data: dict[str, Any], source_text: dict[KeyPath, str], locate: Locate
+    data: dict[str, Any],
+    source_text: dict[KeyPath, str],
+    locate: Locate,
+    annotation_at: AnnotationAt | None = None,
 ) -> None:
     """Put back the text as written where the key wants text; refuse misleading numbers.
 
     `data` is changed in place; SpecError names the file, line and key of a refused value.
+    `annotation_at` gives the type at a key path (default: the job spec's, JobSpec, whose
+    SourceText marker makes a key text; the job schema is not imported otherwise: the
+    trainer imports this module).
     """
+    marker: type | None = None
+    if annotation_at is None:
+        from jobkit.spec.schema import JobSpec
+        from jobkit.spec.values import SourceText
+
+        marker = SourceText
+        annotation_at = lambda path: annotation_in(JobSpec, path)  # noqa: E731
     for path, text in source_text.items():
-        kind = _kind_at(path)
+        kind = _kind_at(annotation_at(path), marker)
         if kind == "text":
             _set(data, path, text)
         elif kind == "number":
             _refuse_misread_number(path, text, locate)
 
 
-def _kind_at(path: KeyPath) -> str | None:
+def _kind_at(annotation: Any, marker: type | None) -> str | None:
     """'text', 'number' or None (a boolean, a section, or a key the schema does not know)."""
-    annotation = _annotation_at(path)
     if annotation is None:
         return None
-    if _marked_source_text(annotation):
+    if marker is not None and _marked_source_text(annotation, marker):
         return "text"
-    members = union_members(annotation)
+    members = _union_members(annotation)
     if any(member is str for member in members):
         return "text"
     if any(member is int or member is float for member in members):
@@ -63,9 +80,9 @@ def _kind_at(path: KeyPath) -> str | None:
     return None
 
 
-def _annotation_at(path: KeyPath) -> Any:
-    """The declared type of the value at a key path, or None where the schema has none."""
-    model: type[BaseModel] | None = JobSpec
+def annotation_in(root: type[BaseModel], path: KeyPath) -> Any:
+    """The declared type of the value at a key path under `root`, or None where it has none."""
+    model: type[BaseModel] | None = root
     annotation: Any = None
     for part in path:
         if model is not None:
@@ -73,26 +90,24 @@ def _annotation_at(path: KeyPath) -> Any:
             if field is None:
                 return None
             annotation = (field.metadata and _with_metadata(field)) or field.annotation
-            model = section_model(field.annotation)
+            model = _section_model(field.annotation)
             continue
         container = _container(annotation)
         if container is None:
             return None
         annotation = container
-        model = section_model(annotation)
+        model = _section_model(annotation)
     return annotation
 
 
 def _with_metadata(field: Any) -> Any:
     """The field's annotation with its Annotated metadata (pydantic keeps it apart)."""
-    from typing import Annotated
-
     return Annotated[(field.annotation, *field.metadata)]
 
 
 def _container(annotation: Any) -> Any:
     """The item type of a list or the value type of a dict field (Optional stripped)."""
-    for member in union_members(annotation):
+    for member in _union_members(annotation):
         origin = get_origin(member)
         if origin is list:
             return get_args(member)[0]
@@ -101,15 +116,15 @@ def _container(annotation: Any) -> Any:
     return None
 
 
-def _marked_source_text(annotation: Any) -> bool:
+def _marked_source_text(annotation: Any, marker: type) -> bool:
     """True when the type (or a member of it) carries the SourceText marker."""
     pending = [annotation]
     while pending:
         current = pending.pop()
         metadata = getattr(current, "__metadata__", ())
-        if any(isinstance(item, SourceText) for item in metadata):
+        if any(isinstance(item, marker) for item in metadata):
             return True
-        inner = strip_annotated(current)
+        inner = _strip_annotated(current)
         pending.extend(arg for arg in get_args(inner) if arg is not type(None))
         if current is not inner:
             pending.append(inner)
@@ -146,3 +161,26 @@ def _yaml_value(text: str) -> str:
     import yaml
 
     return repr(yaml.safe_load(text))
+
+
+# As jobkit/spec/walk.py has them (which imports the whole job schema).
+
+
+def _strip_annotated(annotation: Any) -> Any:
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    return annotation
+
+
+def _union_members(annotation: Any) -> list[Any]:
+    annotation = _strip_annotated(annotation)
+    if get_origin(annotation) in (Union, types.UnionType):
+        return [_strip_annotated(arg) for arg in get_args(annotation)]
+    return [annotation]
+
+
+def _section_model(annotation: Any) -> type[BaseModel] | None:
+    for member in _union_members(annotation):
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            return member
+    return None

@@ -22,13 +22,23 @@ from pathlib import Path
 import pydantic
 
 from jobkit.core.errors import SpecError
-from jobkit.render.engine import shell_word
+from jobkit.core.overrides import set_word
 from jobkit.spec.load import LoadedSpec
+
+_CONFIG_CODE = (
+    "train/config.py",
+    "train/config_schema.py",
+    "jobkit/core/yamlsrc.py",
+    "jobkit/core/overrides.py",
+    "jobkit/spec/scalars.py",
+)
+"""The code that reads a trainer config, relative to the folder above `train` (hashed)."""
 
 
 def trainer_overrides(overrides: dict[str, object]) -> list[str]:
-    """The `key=value` words the script passes to `python -m train --set`."""
-    return [f"{key}={shell_word(value)}" for key, value in overrides.items()]
+    """The `key=value` words the script passes to `python -m train --set` (as the render
+    writes them, jobkit/render/engine.py): the trainer reads back each value jobkit read."""
+    return [set_word(key, value) for key, value in overrides.items()]
 
 
 def _trainer_folder() -> Path | None:
@@ -88,7 +98,7 @@ def _passed_marker(config: str, overrides: list[str]) -> Path | None:
     path = trainer / "configs" / f"{config}.yaml" if "/" not in config else Path(config)
     digest = hashlib.sha256()
     try:
-        for source in (trainer / "config.py", trainer / "yamlsrc.py", path):
+        for source in (*(trainer.parent / code for code in _CONFIG_CODE), path):
             digest.update(source.read_bytes() + b"\0")
     except OSError:
         return None  # not there: the check itself says so
@@ -104,6 +114,8 @@ def _spec_error(loaded: LoadedSpec, err: object, override_keys: list[str]) -> Sp
     key = getattr(err, "key", None)
     message = str(getattr(err, "message", err))
     spec_key: tuple[str, ...]
+    if where.startswith("--set "):  # an override the trainer cannot read: `--set ITEM`
+        where, key = "--set", where.removeprefix("--set ").partition("=")[0].strip()
     if where == "--set" and key is not None:
         # The override the trainer names, or the one it descends from (`a.b` for `a.b.c`).
         written = next((k for k in override_keys if key == k or key.startswith(k + ".")), str(key))

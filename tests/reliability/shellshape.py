@@ -16,6 +16,8 @@ import re
 import shlex
 from collections.abc import Callable, Mapping
 
+from jobkit.core.overrides import set_value_text
+
 DIRECTIVE_PREFIXES = ("#SBATCH", "#PBS")
 
 
@@ -50,6 +52,9 @@ def _variants(value: str, directive: bool) -> list[Callable[[str], str]]:
         forms.append(lambda _p: "$HOME" + value[1:])  # qpath: ~/ means $HOME
     if directive:
         forms.append(lambda _p: value.replace("%", "%%"))  # slurm_filename
+    # A trainer override travels as `--set KEY=VALUE` text the trainer reads back as the
+    # value (jobkit/core/overrides.py): YAML-quoted where plain text would read otherwise.
+    forms.append(lambda _p: set_value_text(value))
     return forms
 
 
@@ -103,7 +108,7 @@ def _word_matches(p_word: str, h_word: str, values: Mapping[str, str], directive
     names = _PLACEHOLDER.findall(p_word)
     if not names or any(name not in values for name in names):
         return False
-    for index in range(3):
+    for index in range(max(len(_variants(values[name], directive)) for name in names)):
         expected = p_word
         for name in names:
             forms = _variants(values[name], directive)

@@ -33,9 +33,10 @@ pytestmark = pytest.mark.usefixtures("reuse_the_jinja_environment")
 
 WORD_SPLIT = {("scheduler", "extra")}
 """Fields split into words by contract (each word then quoted): docs/spec.md."""
-NO_TWIN = {("submitit", ("scheduler", "extra"))}
+NO_TWIN = {("submitit", ("scheduler", "extra")), ("sge", ("scheduler", "dependency"))}
 """submitit parses scheduler.extra as --name=value words: no placeholder has its shape (the
-values it accepts go to submitit, which quotes each #SBATCH value itself)."""
+values it accepts go to submitit, which quotes each #SBATCH value itself). Grid Engine takes
+only `afterany:ID[:ID]` dependencies (digits, nothing to quote): no placeholder has that shape."""
 STATIC_CANARY = Path("/nonexistent/jobkit-canary")
 """Nothing runs in these tests: the canary paths only need to be the same everywhere."""
 UNSAFE_CATEGORIES = {"Cc", "Cf", "Zl", "Zp"}

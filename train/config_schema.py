@@ -1,0 +1,267 @@
+"""The trainer's config sections (pydantic, torch-free): what each key takes, its default.
+
+Loading and error lines are in train/config.py, which re-exports these names.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+
+from jobkit.core.yamlsrc import KeyPath
+
+BUILTIN_MODELS = ("mlp", "transformer")
+BUILTIN_DATA = ("synthetic", "chars")
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+class Section(BaseModel):
+    """A config section: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def _off_is_false(value: object) -> object:
+    """YAML reads a bare `off` as false: take it as the string."""
+    return "off" if value is False else value
+
+
+class ModelConfig(Section):
+    """Which network to train."""
+
+    name: str = Field("mlp", description="mlp | transformer | package.module:factory")
+    args: dict[str, Any] = Field(default_factory=dict, description="Arguments of the model.")
+    activation_checkpointing: bool = Field(
+        False, description="Recompute transformer blocks in backward (bundled transformer)."
+    )
+    loss: Literal["cross_entropy", "mse"] = "cross_entropy"
+
+    @field_validator("name")
+    @classmethod
+    def _known_or_import_path(cls, value: str) -> str:
+        if value not in BUILTIN_MODELS and not _IMPORT_PATH.match(value):
+            raise ValueError(
+                f"must be one of {', '.join(BUILTIN_MODELS)} or package.module:factory"
+                f" (got {value!r})"
+            )
+        return value
+
+
+class DataConfig(Section):
+    """Which data, and how much of it per step."""
+
+    name: str = Field("synthetic", description="synthetic | chars | package.module:factory")
+    args: dict[str, Any] = Field(default_factory=dict, description="Arguments of the dataset.")
+    batch_size_per_rank: int | None = Field(
+        None, ge=1, description="Samples per rank per micro-step."
+    )
+    global_batch_size: int | None = Field(
+        None, ge=1, description="Samples per optimizer step over all ranks and micro-steps."
+    )
+    num_workers: int = Field(0, ge=0, le=64)
+    shuffle: bool = True
+
+    @field_validator("name")
+    @classmethod
+    def _known_or_import_path(cls, value: str) -> str:
+        if value not in BUILTIN_DATA and not _IMPORT_PATH.match(value):
+            raise ValueError(
+                f"must be one of {', '.join(BUILTIN_DATA)} or package.module:factory"
+                f" (got {value!r})"
+            )
+        return value
+
+
+class OptimConfig(Section):
+    """Optimizer and learning-rate schedule."""
+
+    name: Literal["adamw", "sgd"] = "adamw"
+    lr: float = Field(1e-3, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = Field(1e-8, gt=0)
+    momentum: float = Field(0.0, ge=0, lt=1)
+    nesterov: bool = False
+    lr_scaling: Literal["none", "linear", "sqrt"] = Field(
+        "none", description="Multiply lr by the world size (linear) or its square root (sqrt)."
+    )
+    warmup_steps: int = Field(0, ge=0)
+    schedule: Literal["cosine", "constant"] = "cosine"
+    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine floor, as a part of lr.")
+    grad_clip: float = Field(1.0, ge=0, description="Max gradient norm; 0: no clipping.")
+
+
+def _signal_name(value: object) -> object:
+    if isinstance(value, str):
+        name = value.strip().upper()
+        name = name if name.startswith("SIG") else "SIG" + name
+        if not isinstance(getattr(signal, name, None), signal.Signals):
+            raise ValueError(f"is not a signal name (got {value!r})")
+        return name
+    return value
+
+
+SignalName = Annotated[str, BeforeValidator(_signal_name)]
+
+
+class TrainConfig(Section):
+    """Length of training and the stop rules."""
+
+    steps: int = Field(100, ge=1, description="Optimizer steps in all.")
+    grad_accum_steps: int = Field(1, ge=1, le=4096)
+    seed: int = Field(0, ge=0)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    stop_after_step: int | None = Field(
+        None,
+        ge=1,
+        description="Stop after this step as if preempted (checkpoint, exit 75).",
+    )
+    preempt_signals: list[SignalName] = Field(default_factory=lambda: ["SIGUSR2", "SIGTERM"])
+    stop_vote_every_s: float = Field(
+        0.25,
+        ge=0,
+        le=60,
+        description=(
+            "About how often (seconds of training) the ranks agree on a stop signal; 0: after"
+            " every step."
+        ),
+    )
+
+
+class AmpConfig(Section):
+    """Mixed precision."""
+
+    dtype: Annotated[Literal["off", "bf16", "fp16"], BeforeValidator(_off_is_false)] = "off"
+    init_scale: float = Field(65536.0, gt=0, description="fp16 GradScaler start scale.")
+    growth_interval: int = Field(2000, ge=1, description="fp16 GradScaler growth interval.")
+
+
+class DistributedConfig(Section):
+    """Process group and DistributedDataParallel settings."""
+
+    strategy: Literal["auto", "single", "dp", "ddp"] = "auto"
+    backend: Literal["auto", "nccl", "gloo"] = "auto"
+    timeout: int = Field(1800, ge=1, description="Collective timeout in seconds.")
+    find_unused_parameters: bool = False
+    bucket_cap_mb: float = Field(25.0, gt=0)
+    gradient_as_bucket_view: bool = False
+    static_graph: bool = False
+
+
+class CheckpointConfig(Section):
+    """Where checkpoints go, how often, and resuming."""
+
+    dir: str | None = Field(
+        None, description="Default: $JOBKIT_RUN_DIR/checkpoints, else runs/NAME/checkpoints."
+    )
+    every_steps: int = Field(0, ge=0, description="0: only at the end and on preemption.")
+    keep_last: int = Field(3, ge=1)
+    resume: str = Field("auto", description="auto | never | path of a checkpoint file.")
+    save_final: bool = True
+
+
+class LoggingConfig(Section):
+    """Console lines, per-rank log files and metrics."""
+
+    dir: str | None = Field(None, description="Default: $JOBKIT_RUN_DIR, else runs/NAME.")
+    every_steps: int = Field(10, ge=1)
+    metrics: bool = True
+
+
+SectionT = TypeVar("SectionT", bound=Section)
+
+
+def _defaults(section: type[SectionT]) -> Callable[[], SectionT]:
+    """A default factory: the section with all its defaults."""
+    return lambda: section.model_validate({})
+
+
+class TrainerConfig(Section):
+    """The whole trainer config."""
+
+    name: str = Field("run", pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+    model: ModelConfig = Field(default_factory=_defaults(ModelConfig))
+    data: DataConfig = Field(default_factory=_defaults(DataConfig))
+    optim: OptimConfig = Field(default_factory=_defaults(OptimConfig))
+    train: TrainConfig = Field(default_factory=_defaults(TrainConfig))
+    amp: AmpConfig = Field(default_factory=_defaults(AmpConfig))
+    distributed: DistributedConfig = Field(default_factory=_defaults(DistributedConfig))
+    checkpoint: CheckpointConfig = Field(default_factory=_defaults(CheckpointConfig))
+    logging: LoggingConfig = Field(default_factory=_defaults(LoggingConfig))
+
+    @model_validator(mode="after")
+    def _batch_size_given_once(self) -> TrainerConfig:
+        given = [self.data.batch_size_per_rank, self.data.global_batch_size]
+        if sum(value is not None for value in given) != 1:
+            raise KeyedError(
+                ("data",), "give exactly one of batch_size_per_rank or global_batch_size"
+            )
+        return self
+
+
+# Arguments of the bundled models and datasets, checked before anything is built.
+
+
+class MlpArgs(Section):
+    hidden: int = Field(64, ge=1)
+    depth: int = Field(2, ge=1, le=64)
+    dropout: float = Field(0.0, ge=0, lt=1)
+
+
+class TransformerArgs(Section):
+    d_model: int = Field(64, ge=8)
+    n_layers: int = Field(2, ge=1, le=64)
+    n_heads: int = Field(4, ge=1)
+    d_ff: int | None = Field(None, ge=1, description="Default 4 * d_model.")
+    dropout: float = Field(0.0, ge=0, lt=1)
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> TransformerArgs:
+        if self.d_model % self.n_heads:
+            raise KeyedError(
+                ("n_heads",),
+                f"must divide d_model ({self.d_model}; got {self.n_heads})",
+            )
+        return self
+
+
+class SyntheticArgs(Section):
+    samples: int = Field(4096, ge=2)
+    features: int = Field(16, ge=1)
+    classes: int = Field(4, ge=2)
+    separation: float = Field(3.0, ge=0)
+    seed: int = Field(1234, ge=0)
+
+
+class CharsArgs(Section):
+    path: str | None = Field(None, description="Text file; default: the bundled corpus.")
+    context: int = Field(64, ge=2)
+    stride: int | None = Field(None, ge=1, description="Default: context (no overlap).")
+
+
+BUILTIN_ARGS: dict[tuple[str, str], type[Section]] = {
+    ("model", "mlp"): MlpArgs,
+    ("model", "transformer"): TransformerArgs,
+    ("data", "synthetic"): SyntheticArgs,
+    ("data", "chars"): CharsArgs,
+}
+
+
+class KeyedError(ValueError):
+    """A check about a key other than where pydantic found it; key path relative to the model."""
+
+    def __init__(self, path: KeyPath, message: str) -> None:
+        self.path = path
+        self.message = message
+        super().__init__(message)
