@@ -117,6 +117,11 @@ class Backend(ABC):
         return render(spec, template_dir=template_dir)
 
     @classmethod
+    def task_label(cls, scheduler_id: str, task: str) -> str:
+        """How this scheduler names one task of an array job (for messages)."""
+        return f"{scheduler_id}_{task}"
+
+    @classmethod
     def template_context(cls, spec: JobSpec) -> dict[str, Any]:
         """Variables this backend's template needs beyond the common ones (render/engine.py
         `template_context`); they win over the common ones."""

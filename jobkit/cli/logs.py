@@ -8,6 +8,7 @@ then exits like `jobkit submit --wait`: 0 when the job succeeded, else its exit 
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Iterable
@@ -32,6 +33,18 @@ from jobkit.registry.store import SUBMITTING, JobRecord, Store
 
 if TYPE_CHECKING:
     from jobkit.logs.files import Selection
+
+
+def _task_example(record: JobRecord) -> str:
+    """The array's first task, named as its scheduler names tasks (`123_0`, `45.1`)."""
+    from jobkit.backends.registry import BackendUnavailable, backend_class
+
+    first = re.match(r"\d+", str(record.extra.get("array", ""))) or None
+    task = first.group(0) if first else "0"
+    try:
+        return backend_class(record.backend).task_label(record.scheduler_id or "ID", task)
+    except (BackendUnavailable, UsageError):
+        return f"{record.scheduler_id or 'ID'}_{task}"
 
 
 def poll_interval(backend: str) -> float:
@@ -71,7 +84,8 @@ def logs(
     """Print a job's output: its .out (or --stderr .err), or per-rank files from its run folder.
 
     ID is a jobkit id (or a unique prefix of one) or the scheduler's id; an array task is
-    named like 123_4. With --all-ranks every line is prefixed with [rank N] or [node N].
+    named like 123_4 (Grid Engine: 123.4). With --all-ranks every line is prefixed with
+    [rank N] or [node N].
     """
     from jobkit.logs.files import select_files
 
@@ -82,7 +96,7 @@ def logs(
         if record.state == SUBMITTING or not record.log_paths:
             raise JobkitError(f"job {record.jobkit_id} has no log files yet (still submitting)")
         if record.is_array and task is None:
-            example = f"{record.scheduler_id}_0" if record.scheduler_id else "ID_0"
+            example = _task_example(record)
             raise UsageError(f"job {record.jobkit_id} is an array: name one task, e.g. {example}")
         selection = select_files(
             record.log_paths_for(task),

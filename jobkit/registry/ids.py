@@ -78,9 +78,13 @@ def resolve_jobs(store: Store, texts: Sequence[str], *, last: bool = False) -> l
 
 
 def _task_of(record: JobRecord, text: str) -> str | None:
-    """The array task in `text` when it names a task of this array job."""
+    """The array task in `text` when it names a task of this array job: `123_4` (Slurm),
+    `123[4]` (PBS) or `123.4` (Grid Engine)."""
     if not record.is_array or text == record.jobkit_id or text == record.scheduler_id:
         return None
+    sched = record.scheduler_id or ""
+    if sched and text.startswith(sched + ".") and text[len(sched) + 1 :].isdigit():
+        return text[len(sched) + 1 :]  # Grid Engine's JOB_ID.TASK
     head = text.split(";", 1)[0].split(".", 1)[0]
     if "_" in head:
         task = head.split("_", 1)[1]

@@ -184,3 +184,24 @@ def test_a_running_job_without_output_yet_is_not_an_error(
         started = time.monotonic()
         backend.cancel([store.get(rec.jobkit_id).tracked()])
         assert time.monotonic() - started < 10
+
+
+def test_a_grid_engine_array_task_is_named_its_way(
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rec = record(store, tmp_path, backend="sge", scheduler_id="13", extra={"array": "1-3"})
+    logs = tmp_path / "logs"
+    store.mark_submitted(
+        rec.jobkit_id,
+        scheduler_id="13",
+        argv=[],
+        log_paths={"out": str(logs / "job-13.{task}.out"), "run_dir": str(logs / "job-13.{task}")},
+    )
+    (logs / "job-13.2.out").write_text("task two\n")
+    code, out, err = jobkit(capsys, "logs", rec.jobkit_id)
+    assert (code, out, err) == (
+        2,
+        "",
+        f"jobkit: job {rec.jobkit_id} is an array: name one task, e.g. 13.1\n",
+    )
+    assert jobkit(capsys, "logs", "13.2") == (0, "task two\n", "")

@@ -98,3 +98,11 @@ def test_last_with_empty_registry() -> None:
     with Store() as empty, pytest.raises(UnknownJobError) as err:
         resolve_jobs(empty, [], last=True)
     assert err.value.show() == "--last: no tracked jobs yet"
+
+
+def test_grid_engine_array_task(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Grid Engine names a task JOB_ID.TASK; the Slurm form works too."""
+    _job(store, monkeypatch, "jksg001", "arr", "sge", "13", array="1-3")
+    assert resolve_job_task(store, "13.2")[1] == "2"
+    assert resolve_job_task(store, "13_3")[1] == "3"
+    assert resolve_job_task(store, "13")[1] is None

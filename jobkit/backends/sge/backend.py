@@ -54,6 +54,11 @@ class SgeBackend(BatchScheduler):
     template = "sge/job.sh.j2"
 
     @classmethod
+    def task_label(cls, scheduler_id: str, task: str) -> str:
+        """JOB_ID.TASK, as qstat and qacct show it."""
+        return f"{scheduler_id}.{task}"
+
+    @classmethod
     def validate(cls, spec: JobSpec) -> None:
         """What Grid Engine's syntax cannot express, said before anything is queued."""
         slots = spec.resources.nodes * spec.procs_per_node
