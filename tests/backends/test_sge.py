@@ -200,6 +200,7 @@ def test_directives_of_a_two_host_job() -> None:
         "#$ -t 1-4:2",
         "#$ -hold_jid 7,8",
         "#$ -r y",
+        "#$ -notify",
         "#$ -j y",
         "#$ -o logs/",
     ]

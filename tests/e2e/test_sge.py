@@ -57,23 +57,60 @@ def test_two_hosts_train_and_are_tracked_to_the_end(
 def test_cancel_stops_a_running_job(
     jobkit: Jobkit, sge_cluster: SgeCluster, tmp_path: Path
 ) -> None:
-    """`jobkit cancel` of a running 2-host job: qdel, then CANCELLED (not FAILED) from qacct."""
+    """`jobkit cancel` of a training 2-host job: qdel warns the script (SIGUSR2, -notify), which
+    stops both torchruns in order: the trainer saves a checkpoint, the job is CANCELLED (not
+    FAILED), and no process of it is left on either host (torchrun runs in a session of its
+    own, which the SIGKILL of the job's process group would not reach)."""
     output = tmp_path / "submit.out"
     proc = jobkit.start(
         "examples/sge-2node.yaml", *trainer_sets(train__steps=100000), output=output
     )
+    job = None
     try:
         job, _ = jobkit.submitted(output)
-        jobkit.wait_state(job, {"RUNNING"}, timeout=120)
-        time.sleep(3)
+        record = jobkit.wait_state(job, {"RUNNING"}, timeout=120)
+        run_dir = Path(record["log_paths"]["run_dir"])
+        deadline = time.monotonic() + 180
+        while not re.search(r"rank 0: step \d+/", _text(run_dir / "rank-0.log")):
+            assert time.monotonic() < deadline, "the trainer logged no step in 180 s"
+            time.sleep(1)
         done = jobkit.run("cancel", job)
         assert done.returncode == 0, done.stderr
         record = jobkit.wait_state(job, {"CANCELLED", "FAILED", "SUCCEEDED"}, timeout=120)
         assert record["state"] == "CANCELLED", record
         proc.wait(timeout=120)
+        assert leftovers(str(run_dir), within_s=30) == [], "processes of the cancelled job remain"
+        assert (
+            "received SIGUSR2: stopping every host" in Path(record["log_paths"]["err"]).read_text()
+        )
+        assert runs.checkpoint_steps(run_dir), "no checkpoint saved when the job was cancelled"
     finally:
         if proc.poll() is None:
             proc.kill()
+        if job is not None:
+            jobkit.run("cancel", job)  # a job left running by a failed assertion
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def leftovers(run_dir: str, within_s: float) -> list[str]:
+    """Command lines of processes that still name the job's run folder after `within_s`."""
+    deadline = time.monotonic() + within_s
+    while True:
+        found = []
+        for proc_dir in Path("/proc").iterdir():
+            try:
+                if proc_dir.name.isdigit():
+                    raw = (proc_dir / "cmdline").read_bytes() + (proc_dir / "environ").read_bytes()
+                    if run_dir.encode() in raw:
+                        found.append((proc_dir / "cmdline").read_bytes().decode(errors="replace"))
+            except OSError:
+                continue
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(1)
 
 
 @pytest.mark.sge

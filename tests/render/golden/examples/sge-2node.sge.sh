@@ -8,6 +8,7 @@
 #$ -pe jobkit 2
 #$ -l h_rt=00:15:00
 #$ -r n
+#$ -notify
 #$ -j y
 #$ -o logs/
 
@@ -334,7 +335,10 @@ jobkit_write_exit_code() {
 }
 
 # ---- Run --------------------------------------------------------------------------------------
-# Grid Engine sends SIGTERM (then SIGKILL) to stop a job: stop every host's torchrun in order.
+# Grid Engine warns with SIGUSR2 (-notify) before it kills a job (qdel, h_rt) and with SIGUSR1
+# before it suspends one: stop every host's torchrun in order on USR2 or TERM; note USR1.
+trap 'jobkit_on_signal USR2' USR2
+trap 'echo "jobkit: Grid Engine is about to suspend the job (SIGUSR1)" >&2' USR1
 trap 'jobkit_on_signal TERM' TERM
 trap 'jobkit_on_signal INT' INT
 trap 'jobkit_on_signal HUP' HUP
