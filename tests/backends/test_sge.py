@@ -212,3 +212,43 @@ def test_memory_is_the_largest_resident_set_of_any_host(tmp_path: Path) -> None:
     records = parse_qacct(sample("qacct_ok.txt")) + parse_qacct(big)
     obs = _finished_observation(tracked(tmp_path), records)
     assert obs is not None and obs.max_rss == "2.5MB", obs
+
+
+@pytest.mark.sge
+def test_finished_jobs_are_answered_by_one_qacct(sge_cluster: object, tmp_path: Path) -> None:
+    """Two finished jobs: one `qacct -b START -j` answers for both (a job running `true`, a
+    job running `false`), each with its own exit status."""
+    import subprocess
+    import time
+
+    from jobkit.backends.sge.backend import SgeBackend
+
+    ids = []
+    for word in ("true", "false"):
+        script = tmp_path / f"{word}.sh"
+        script.write_text(f"#!/bin/bash\n{word}\n")
+        done = subprocess.run(
+            ["qsub", "-terse", "-cwd", "-o", "/dev/null", "-j", "y", str(script)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+        ids.append(done.stdout.strip())
+    jobs = [
+        TrackedJob(
+            f"jk{i}", sched, tmp_path / f"job{i}", tmp_path, {"submitted_at": str(int(time.time()))}
+        )
+        for i, sched in enumerate(ids)
+    ]
+    deadline = time.monotonic() + 120
+    while True:
+        seen = SgeBackend().poll(jobs)
+        if all(s in seen and seen[s].source == "qacct" for s in ids) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert [(seen[s].state, seen[s].exit_code, seen[s].source) for s in ids] == [
+        (State.SUCCEEDED, 0, "qacct"),
+        (State.FAILED, 1, "qacct"),
+    ]
