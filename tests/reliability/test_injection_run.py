@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from jobkit.core.overrides import set_word
 from jobkit.registry.store import Store
 from tests.plugins.invoke import CliResult
 from tests.reliability.helpers import (
@@ -155,7 +156,7 @@ def expected_program(case: Case) -> list[str]:
         "--config",
         "tiny-lm",
         "--set",
-        f"logging.dir={value or 'x'}",
+        set_word("logging.dir", value or "x"),  # text the trainer reads back as the value
     ]
 
 
@@ -165,7 +166,7 @@ def trainer_refuses(value: str) -> bool:
     from train.config import ConfigError, load_config
 
     try:
-        load_config("tiny-lm", [f"logging.dir={value or 'x'}"])
+        load_config("tiny-lm", [set_word("logging.dir", value or "x")])
     except ConfigError:
         return True
     return False
