@@ -9,7 +9,6 @@ from abc import abstractmethod
 from typing import ClassVar
 
 from jobkit.backends.base import Backend, Observation, SubmitRequest, Submitted, TrackedJob
-from jobkit.core import proc
 from jobkit.core.run_files import read_exit_file
 from jobkit.core.states import State
 
@@ -36,6 +35,8 @@ class BatchScheduler(Backend):
 
     def submit(self, request: SubmitRequest) -> Submitted:
         """Run the submit command in the submission directory; the id, log paths, facts."""
+        from jobkit.core import proc  # loaded when a command runs: render stays quick
+
         self.check_submission(request)
         argv = self.submit_argv(request)
         done = proc.run(

@@ -16,32 +16,13 @@ from typing import TYPE_CHECKING
 
 from jobkit.backends.base import Observation, SubmitRequest, TrackedJob
 from jobkit.backends.batch import BatchScheduler
-from jobkit.backends.slurm.parse import (
-    ACCOUNTING_DISABLED,
-    SACCT_FIELDS,
-    SQUEUE_FORMAT,
-    SlurmId,
-    parse_sacct,
-    parse_sbatch_output,
-    parse_squeue,
-)
-from jobkit.backends.slurm.tasks import (
-    TaskMap,
-    array_observation,
-    array_size,
-    choose,
-    sacct_tasks,
-    squeue_tasks,
-    summary,
-    task_count,
-)
-from jobkit.core import proc
 from jobkit.core.conventions import job_log_paths
 from jobkit.core.errors import JobkitError, SchedulerError, SpecError
 from jobkit.core.run_files import read_exit_file
 from jobkit.core.states import State
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the parsers and proc load when a command runs: render stays quick
+    from jobkit.backends.slurm.tasks import TaskMap
     from jobkit.spec.schema import JobSpec
 
 _HETJOB_LINE = re.compile(r"^#SBATCH\s+(hetjob|packjob)(\s|$)", re.IGNORECASE)
@@ -84,6 +65,8 @@ class SlurmBackend(BatchScheduler):
 
     def parse_submit_output(self, argv: list[str], stdout: str, stderr: str) -> str:
         """`123` or `123;cluster` from sbatch --parsable."""
+        from jobkit.backends.slurm.parse import parse_sbatch_output
+
         return parse_sbatch_output(argv, stdout, stderr)
 
     def submit_env(self, request: SubmitRequest) -> dict[str, str]:
@@ -98,6 +81,8 @@ class SlurmBackend(BatchScheduler):
 
     def log_paths(self, request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
         """`{logs.dir}/{name}-{id}.out/.err` and the run folder; arrays use `{id}_{task}`."""
+        from jobkit.backends.slurm.parse import SlurmId
+
         spec = request.spec
         job = SlurmId.parse(scheduler_id).job
         job_id = f"{job}_{{task}}" if spec.scheduler.array else job
@@ -115,6 +100,20 @@ class SlurmBackend(BatchScheduler):
     def _poll_cluster(
         self, cluster: str | None, jobs: Sequence[TrackedJob]
     ) -> dict[str, Observation]:
+        from jobkit.backends.slurm.parse import (
+            ACCOUNTING_DISABLED,
+            SlurmId,
+            parse_sacct,
+            parse_squeue,
+        )
+        from jobkit.backends.slurm.tasks import (
+            array_observation,
+            array_size,
+            choose,
+            sacct_tasks,
+            squeue_tasks,
+        )
+
         by_number = {SlurmId.parse(j.scheduler_id).job: j for j in jobs}
         numbers = list(by_number)
         live = squeue_tasks(parse_squeue(self._squeue(numbers, cluster)))
@@ -145,6 +144,9 @@ class SlurmBackend(BatchScheduler):
         return result
 
     def _squeue(self, numbers: Sequence[str], cluster: str | None) -> str:
+        from jobkit.backends.slurm.parse import SQUEUE_FORMAT
+        from jobkit.core import proc
+
         argv = ["squeue", "--noheader", "--array", "--states=all"]
         argv += _cluster_args(cluster)
         argv += [f"--jobs={','.join(numbers)}", f"--Format={SQUEUE_FORMAT}"]
@@ -156,6 +158,9 @@ class SlurmBackend(BatchScheduler):
         return done.stdout
 
     def _sacct(self, numbers: Sequence[str], cluster: str | None) -> str:
+        from jobkit.backends.slurm.parse import SACCT_FIELDS
+        from jobkit.core import proc
+
         argv = ["sacct", "--noheader", "--parsable2", "--duplicates"]
         argv += _cluster_args(cluster)
         argv += [f"--jobs={','.join(numbers)}", f"--format={SACCT_FIELDS}"]
@@ -171,6 +176,8 @@ class SlurmBackend(BatchScheduler):
         One squeue of this user's jobs; sacct (from `since`) only for tokens squeue
         did not show. Returns token -> scheduler id.
         """
+        from jobkit.core import proc
+
         wanted = {f"{COMMENT_PREFIX}{t}": t for t in requests}
         found: dict[str, str] = {}
         argv = ["squeue", "--noheader", "--me", "--states=all", "--format=%F|%k"]
@@ -185,6 +192,9 @@ class SlurmBackend(BatchScheduler):
     def _find_in_sacct(
         self, wanted: Mapping[str, str], found: Mapping[str, str], since: float
     ) -> dict[str, str]:
+        from jobkit.backends.slurm.parse import ACCOUNTING_DISABLED
+        from jobkit.core import proc
+
         start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since - 60))
         argv = [
             "sacct",
@@ -214,6 +224,9 @@ class SlurmBackend(BatchScheduler):
 
     def cancel(self, jobs: Sequence[TrackedJob]) -> None:
         """One scancel for all jobs (per cluster)."""
+        from jobkit.backends.slurm.parse import SlurmId
+        from jobkit.core import proc
+
         for cluster, group in _by_cluster(jobs).items():
             numbers = [SlurmId.parse(j.scheduler_id).job for j in group]
             proc.run(["scancel", *_cluster_args(cluster), *numbers], timeout=self.query_timeout_s)
@@ -240,6 +253,8 @@ def _cluster_args(cluster: str | None) -> list[str]:
 
 
 def _by_cluster(jobs: Iterable[TrackedJob]) -> dict[str | None, list[TrackedJob]]:
+    from jobkit.backends.slurm.parse import SlurmId
+
     groups: dict[str | None, list[TrackedJob]] = defaultdict(list)
     for job in jobs:
         groups[SlurmId.parse(job.scheduler_id).cluster].append(job)
@@ -248,6 +263,8 @@ def _by_cluster(jobs: Iterable[TrackedJob]) -> dict[str | None, list[TrackedJob]
 
 def _plain(tasks: TaskMap | None) -> Observation | None:
     """A plain job's one observation (None when the source does not know it)."""
+    from jobkit.backends.slurm.tasks import summary
+
     if not tasks:
         return None
     return tasks.get(None) or summary(tasks)
@@ -255,6 +272,8 @@ def _plain(tasks: TaskMap | None) -> Observation | None:
 
 def _settled_live(tasks: TaskMap | None, job: TrackedJob) -> bool:
     """squeue alone answers: the job is there, not ended, and (arrays) every task is seen."""
+    from jobkit.backends.slurm.tasks import array_size, summary, task_count
+
     if not tasks:
         return False
     if job.extra.get("array"):
