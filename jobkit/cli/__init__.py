@@ -27,6 +27,10 @@ VERBS = {
     "status": "jobkit.cli.status",
     "logs": "jobkit.cli.logs",
     "cancel": "jobkit.cli.cancel",
+    "why": "jobkit.cli.why",
+    "doctor": "jobkit.cli.doctor",
+    "report": "jobkit.cli.report",
+    "plot": "jobkit.cli.plot",
 }
 """Verb -> module; each module defines a click command named like the verb."""
 

@@ -573,6 +573,14 @@ write_json() {
 EOF
 }
 
+sge_clear_leftover_jobs() {
+    local left
+    left=$(sge qstat -u '*' 2>/dev/null | awk 'NR > 2 { print $1 }' | tr '\n' ' ')
+    [[ -n ${left// /} ]] || return 0
+    jk_say "CI: deleting SGE jobs left by an earlier run: $left"
+    sge qdel -f -u '*' >/dev/null 2>&1 || true
+}
+
 cmd_up() {
     local n
     jk_require_root
@@ -598,6 +606,8 @@ cmd_up() {
         jk_wait 60 "queue $SGE_QUEUE@$n" "$(sge_log sge-qmaster)" queue_ok "$n"
     done
     for n in "${SGE_NODES[@]}"; do start "sge-sshd-$n"; done
+    # CI starts from an empty queue (the qmaster keeps jobs of an interrupted earlier run).
+    if [[ ${CI:-} == true ]]; then sge_clear_leftover_jobs; fi
     write_json
     jk_say "SGE: qmaster $master:$SGE_QMASTER_PORT_NO, execd n1 n2 :$SGE_EXECD_PORT_NO, queue $SGE_QUEUE, pe $SGE_PE"
     jk_say "SGE: source $SGE_ENV to use qsub/qstat/qacct (ready in $((SECONDS - started_at)) s)"

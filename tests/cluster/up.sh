@@ -202,6 +202,19 @@ resume_nodes() {
     done
 }
 
+# CI starts from an empty queue: jobs left by an earlier, interrupted run on this machine
+# (slurmctld keeps them in its state folder) would hold the nodes while the tests wait.
+clear_leftover_jobs() {
+    local ids
+    ids=$(squeue -h -o '%i' 2>/dev/null | tr '\n' ' ')
+    [[ -n ${ids// /} ]] || return 0
+    jk_say "CI: cancelling jobs left by an earlier run: $ids"
+    # shellcheck disable=SC2086 # one word per job id
+    scancel $ids || true
+    jk_wait 120 "leftover jobs gone" "$(jk_logfile slurmctld)" queue_empty
+}
+queue_empty() { [[ -z $(squeue -h -o '%i' 2>/dev/null) ]]; }
+
 write_cluster_json() {
     local d
     {
@@ -261,6 +274,7 @@ main() {
     ensure slurmd-n1
     ensure slurmd-n2
     resume_nodes
+    if [[ ${CI:-} == true ]]; then clear_leftover_jobs; fi
     jk_wait 60 "node n1 taking jobs" "$(jk_logfile slurmctld)" jk_node_ok n1
     jk_wait 60 "node n2 taking jobs" "$(jk_logfile slurmctld)" jk_node_ok n2
     ensure sshd

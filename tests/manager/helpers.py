@@ -88,8 +88,27 @@ def wait_until(
         if done(record):
             return record
         if time.monotonic() > deadline:
-            raise AssertionError(f"{job}: states seen {seen}; last record {record}")
+            raise AssertionError(
+                f"{job}: states seen {seen}; last record {record}\n{scheduler_snapshot()}"
+            )
         time.sleep(interval)
+
+
+def scheduler_snapshot() -> str:
+    """What the test cluster's schedulers hold now: the queue and the nodes, for a failure
+    message (a job that never settles is explained by what else holds the nodes)."""
+    commands = (
+        ["squeue", "-a", "-o", "%.10i %.12j %.9T %.10M %.10l %.6D %R"],
+        ["sinfo", "-N", "-o", "%N %T %E"],
+    )
+    parts = []
+    for argv in commands:
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
+            parts.append(f"$ {' '.join(argv)}\n{done.stdout}{done.stderr}")
+        except (OSError, subprocess.TimeoutExpired) as err:
+            parts.append(f"$ {' '.join(argv)}: {err}")
+    return "\n".join(parts)
 
 
 def is_settled(record: dict[str, Any]) -> bool:
