@@ -20,6 +20,8 @@ from jobkit.core.conventions import REQUEUE_EXIT_CODE
 from train.checkpointer import Checkpointer
 from train.config import LoadedConfig
 from train.env import LaunchEnv
+from train.gpustats import gpu_figures
+from train.heartbeat import CHECKPOINT, DONE, SETUP, TRAIN, Heartbeat
 from train.models import compute_loss
 from train.paths import resolve_paths
 from train.preempt import StopRequest
@@ -59,6 +61,7 @@ class Trainer:
         self.paths = resolve_paths(self.config, os.environ if environ is None else environ)
         self.log = RunLog(env.rank, self.paths.log_dir, self.config.logging.metrics)
         self.checkpointer = Checkpointer(loaded, env, self.paths, self.log)
+        self.heartbeat = Heartbeat(self.paths.run_dir, env.rank, environ, warn=self.log.warning)
         self.state: TrainState | None = None
 
     def _micro_sync(self, state: TrainState, micro: int) -> AbstractContextManager[Any]:
@@ -126,6 +129,8 @@ class Trainer:
         if state.tokens_per_sample:
             record["tokens_per_s"] = samples_per_s * state.tokens_per_sample
             line += f" tokens/s {record['tokens_per_s']:.0f}"
+        if state.device.type == "cuda":
+            record.update(gpu_figures(state.device))
         if state.scaler.is_enabled():
             record["loss_scale"] = state.scaler.get_scale()
             line += f" loss_scale {record['loss_scale']:g}"
@@ -136,13 +141,17 @@ class Trainer:
     def run(self) -> int:
         """Train to train.steps (exit 0) or until asked to stop (checkpoint, exit 75)."""
         config, env, log, checkpointer = self.config, self.env, self.log, self.checkpointer
+        heartbeat = self.heartbeat
+        heartbeat.write(0, SETUP)
         state = self.state = build_state(self.loaded, env, self.paths, log, checkpointer)
         start_step = state.start_step
+        heartbeat.write(start_step, TRAIN)
         total = config.train.steps
         if start_step >= total:
             log.info(f"training already complete at step {start_step} (train.steps = {total})")
             log.info(f"final loss {state.last_loss!r}")
             checkpointer.write_finished(start_step, state.last_loss)
+            heartbeat.write(start_step, DONE)
             return EXIT_OK
         step = start_step
         stop_reason = ""
@@ -157,6 +166,7 @@ class Trainer:
             grad_norm, loss_mean = self._train_step(state)
             step += 1
             interval_steps += 1
+            heartbeat.tick(step)
             if cadence.probe_due(step):
                 slowest = cadence.agree(state.device)
                 log.info(
@@ -193,12 +203,15 @@ class Trainer:
             if stop_reason:
                 break
             if every and step % every == 0 and step < total:
+                heartbeat.write(step, CHECKPOINT)  # a long save is not a hang
                 checkpointer.save(state, step, "periodic")
+                heartbeat.write(step, TRAIN)
         elapsed = time.perf_counter() - run_start
         done = step - start_step
         log.info(
             f"trained {done} steps in {elapsed:.2f} s ({done / max(elapsed, 1e-9):.3f} steps/s)"
         )
+        heartbeat.write(step, CHECKPOINT)
         if stop_reason:
             checkpointer.save_for_requeue(state, step, stop_reason)
             log.info(
@@ -209,6 +222,7 @@ class Trainer:
             checkpointer.save(state, step, "final")
         log.info(f"final loss {state.last_loss!r}")
         checkpointer.write_finished(step, state.last_loss)
+        heartbeat.write(step, DONE)
         return EXIT_OK
 
     def close(self) -> None:

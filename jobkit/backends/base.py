@@ -16,6 +16,8 @@ from jobkit.core.conventions import job_log_paths
 from jobkit.core.states import State
 
 if TYPE_CHECKING:  # the schema pulls in pydantic (~0.1 s): not needed to poll or cancel
+    from jobkit.backends.waiting import Explanation, WaitInfo
+    from jobkit.core.usage import Usage
     from jobkit.spec.schema import JobSpec
 
 
@@ -182,3 +184,42 @@ class Backend(ABC):
     @abstractmethod
     def cancel(self, jobs: Sequence[TrackedJob]) -> None:
         """Stop these jobs (and every process they started)."""
+
+    # -- why a job waits (`jobkit why`) ----------------------------------------------------
+
+    def explain_waiting(self, jobs: Sequence[TrackedJob]) -> dict[str, WaitInfo]:
+        """Why each job waits, the scheduler's start estimate and the job's timeline, keyed
+        by scheduler_id: one batched query for all the jobs (backends/waiting.py). Raise
+        SchedulerError when the scheduler cannot answer. Default: not available for this
+        backend (every job gets a note saying so)."""
+        from jobkit.backends.waiting import WaitInfo
+
+        note = f"`jobkit why` is not available for the {self.name} backend"
+        return {job.scheduler_id: WaitInfo(notes=(note,)) for job in jobs}
+
+    @classmethod
+    def describe_reason(cls, reason: str, scheduler_id: str = "ID") -> Explanation | None:
+        """A recorded waiting reason (the registry's `reason`) in plain words, its fix naming
+        the job, without any scheduler call (`jobkit status ID`). Default: None."""
+        return None
+
+    # -- what a job used (`jobkit report`) --------------------------------------------------
+
+    usage_note: ClassVar[str] = "CPU and memory use: not available for this backend"
+    """What `jobkit report` says when `usage` has no answer for a job."""
+
+    def usage(self, jobs: Sequence[TrackedJob]) -> dict[str, Usage]:
+        """What each job used (CPU time, memory; per step and node where the scheduler says),
+        keyed by scheduler_id, from one batched accounting query. Jobs it cannot answer for are
+        left out. Default: {} (`jobkit report` then shows `usage_note`)."""
+        return {}
+
+    # -- looking inside a running job -------------------------------------------------------
+
+    def on_node_argv(
+        self, job: TrackedJob, node: str, node_index: int | None, argv: Sequence[str]
+    ) -> list[str] | None:
+        """The command that runs `argv` on one node of the running `job` (`jobkit doctor`'s
+        stack dumps): `node` is the name the rank saw (Slurm's node name, else its host name),
+        `node_index` the job's host number. None (the default): not available here."""
+        return None

@@ -18,6 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jobkit.backends import processes
 from jobkit.backends.base import Backend, Observation, SubmitRequest, TrackedJob
@@ -27,6 +28,9 @@ from jobkit.core.errors import SchedulerError
 from jobkit.core.run_files import read_exit_file
 from jobkit.core.states import State
 from jobkit.spec.schema import JobSpec
+
+if TYPE_CHECKING:
+    from jobkit.backends.waiting import WaitInfo
 
 CANCELLED_FILE = "cancelled"
 """In jobkit's job folder: written by `jobkit cancel` before it signals the launcher."""
@@ -311,6 +315,17 @@ class LauncherJobs(Backend):
 
     template = "ssh/launch.sh.j2"
     poll_interval_s = 1.0  # a look at /proc and a file: cheap
+    usage_note = (
+        "CPU and memory use: not recorded by the launcher (no accounting; the elapsed time is"
+        " the registry's)"
+    )
+
+    def explain_waiting(self, jobs: Sequence[TrackedJob]) -> dict[str, WaitInfo]:
+        """No queue: the launcher starts a job at once (`jobkit why` says so)."""
+        from jobkit.backends.waiting import WaitInfo
+
+        note = f"the {self.name} backend starts a job at once: it never waits in a queue"
+        return {job.scheduler_id: WaitInfo(notes=(note,), never_queues=True) for job in jobs}
 
     def submit_argv(self, request: SubmitRequest) -> list[str]:
         """`bash <script>`, run detached with output appended to the job's .out/.err."""

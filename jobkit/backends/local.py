@@ -65,6 +65,12 @@ class LocalBackend(launcher_files.LauncherJobs):
         """What `submit` would have recorded, read back from the run folder and /proc."""
         return launcher_files.adopted_extra(request)
 
+    def on_node_argv(
+        self, job: TrackedJob, node: str, node_index: int | None, argv: Sequence[str]
+    ) -> list[str] | None:
+        """This machine runs every rank: `argv` as it is."""
+        return list(argv)
+
     def cancel(self, jobs: Sequence[TrackedJob]) -> None:
         """SIGTERM each launcher's process group, SIGKILL after the grace period."""
         launcher_files.stop_launchers(jobs, self.grace_s)

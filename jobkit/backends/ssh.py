@@ -198,6 +198,16 @@ class SshBackend(launcher_files.LauncherJobs):
         """What `submit` would have recorded, read back from the run folder and /proc."""
         return {**launcher_files.adopted_extra(request), **_reach(request)}
 
+    def on_node_argv(
+        self, job: TrackedJob, node: str, node_index: int | None, argv: Sequence[str]
+    ) -> list[str] | None:
+        """`ssh HOST ARGV` to host `node_index` of ssh.hosts, as the job reached it."""
+        hosts: list[str] = json.loads(job.extra.get("hosts", "[]"))
+        if node_index is None or not 0 <= node_index < len(hosts):
+            return None
+        ssh_argv: list[str] = json.loads(job.extra.get("ssh", '["ssh"]'))
+        return [*ssh_argv, hosts[node_index], shlex.join(argv)]
+
     def cancel(self, jobs: Sequence[TrackedJob]) -> None:
         """Stop the launchers, then make sure nothing of the jobs is left on any host."""
         launcher_files.stop_launchers(jobs, self.grace_s)  # raises for other machines' jobs

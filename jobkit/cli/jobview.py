@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jobkit.core.lifecycle import State
+from jobkit.hang.stall import state_text
 from jobkit.registry.record import JobRecord, StateChange
 
 TABLE_COLUMNS = ("ID", "SCHED ID", "NAME", "BACKEND", "STATE", "ELAPSED", "NODES", "EXIT")
@@ -62,7 +63,7 @@ def table_rows(records: Sequence[JobRecord], now: float) -> list[tuple[str, ...]
             r.scheduler_id or "-",
             r.name,
             r.backend,
-            r.state,
+            state_text(r, now),
             format_duration(elapsed_now(r, now)),
             r.nodes or "-",
             format_exit(r),
@@ -79,7 +80,9 @@ def render_table(records: Sequence[JobRecord], now: float) -> str:
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
         for row in rows
     ]
-    return "\n".join(lines)
+    from jobkit.doctor.cache import table_notes
+
+    return "\n".join(lines + table_notes(records))
 
 
 def render_detail(record: JobRecord, history: Sequence[StateChange], now: float) -> str:
@@ -92,10 +95,12 @@ def render_detail(record: JobRecord, history: Sequence[StateChange], now: float)
     raw = f"raw {record.raw_state}" if record.raw_state else "no raw state"
     lines = [
         f"{record.jobkit_id}  {record.name}  ({record.backend} {sched})",
-        f"  state       {record.state} ({raw}{seen})",
+        f"  state       {state_text(record, now)} ({raw}{seen})",
     ]
     facts: list[tuple[str, str]] = [
         ("reason", record.reason or "-"),
+        *_why_fact(record),
+        *_diagnosis_fact(record),
         ("nodes", record.nodes or "-"),
         ("elapsed", format_duration(elapsed_now(record, now))),
         ("exit code", "-" if record.exit_code is None else str(record.exit_code)),
@@ -126,6 +131,22 @@ def render_detail(record: JobRecord, history: Sequence[StateChange], now: float)
     return "\n".join(lines)
 
 
+def _why_fact(record: JobRecord) -> list[tuple[str, str]]:
+    """A waiting job's recorded reason in plain words (no scheduler call; `jobkit why`)."""
+    from jobkit.backends.waiting import one_line_why
+
+    line = one_line_why(record.backend, record.state, record.reason, record.scheduler_id)
+    return [("why", line)] if line else []
+
+
+def _diagnosis_fact(record: JobRecord) -> list[tuple[str, str]]:
+    """A failed job's cached one-line diagnosis (`jobkit doctor ID` has the details)."""
+    from jobkit.doctor.cache import one_line
+
+    line = one_line(record)
+    return [("diagnosis", f"{line} (jobkit doctor {record.jobkit_id})")] if line else []
+
+
 def _age(seconds: float) -> str:
     from jobkit.manager.refresh import format_age
 
@@ -136,6 +157,8 @@ def detail_dict(record: JobRecord, history: Sequence[StateChange]) -> dict[str, 
     """The detail view as JSON: the record, its history, spec and script."""
     data = record.to_dict()
     data["history"] = [change.to_dict() for change in history]
+    data["why"] = next((line for _, line in _why_fact(record)), None)
+    data["diagnosis"] = next((line for _, line in _diagnosis_fact(record)), None)
     data["spec"] = record.spec
     data["script"] = record.script
     return data

@@ -133,6 +133,8 @@ def _snapshot(
 ) -> tuple[str, int]:
     """Refresh and render once; returns the text and the exit code."""
     from jobkit.cli.jobview import detail_dict, render_detail, render_table
+    from jobkit.doctor.cache import with_diagnoses, with_diagnosis
+    from jobkit.hang.stall import with_stall
     from jobkit.manager.refresh import refresh
     from jobkit.manager.submit import reconcile_submissions
     from jobkit.registry.ids import resolve_jobs
@@ -160,14 +162,16 @@ def _snapshot(
     shown: list[JobRecord] = result.records
     if states and not detail:
         shown = [r for r in shown if r.state in states]
+    shown = with_diagnoses(store, shown)  # failed jobs: the cached one-line diagnosis
     if detail:
         if as_json:
-            data = [detail_dict(r, store.history(r.jobkit_id)) for r in shown]
+            data = [with_stall(detail_dict(r, store.history(r.jobkit_id)), r, now) for r in shown]
             return json.dumps(data, indent=2), code
         blocks = [render_detail(r, store.history(r.jobkit_id), now) for r in shown]
         return "\n\n".join(blocks), code
     if as_json:
-        return json.dumps([r.to_dict() for r in shown], indent=2), code
+        data = [with_diagnosis(with_stall(r.to_dict(), r, now), r) for r in shown]
+        return json.dumps(data, indent=2), code
     if not shown:
         hint = "" if show_all else " (use --all for older ones)"
         click.echo(f"jobkit: no tracked jobs to show{hint}", err=True)

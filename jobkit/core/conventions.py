@@ -26,6 +26,16 @@ RANKS_DIR = "ranks"
 """ranks/R holds the node index of the host that runs rank R."""
 CHECKPOINTS_DIR = "checkpoints"
 METRICS_FILE = "metrics.jsonl"
+HEARTBEAT_DIR = "heartbeat"
+"""heartbeat/rank-R.json: each rank's last progress (step, time, pid, host, phase), written by
+the bundled trainer and read by `jobkit status` and `jobkit doctor` (jobkit/hang)."""
+HEARTBEAT_EVERY_S = 1.0
+"""The trainer rewrites a rank's heartbeat at most this often while its step advances."""
+
+
+def heartbeat_file(rank: int) -> str:
+    """`rank-R.json`: rank R's heartbeat inside HEARTBEAT_DIR."""
+    return f"rank-{rank}.json"
 
 
 def log_stem(name: str, job_id: str) -> str:

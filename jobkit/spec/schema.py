@@ -19,7 +19,7 @@ from jobkit.backends.registry import backend_class, builtin_names
 from jobkit.backends.sge.options import SgeOptions
 from jobkit.core.errors import CrossFieldError
 from jobkit.spec.model import StrictModel
-from jobkit.spec.sections import Env, Launch, Logs, Resources, Run, Scheduler, Ssh
+from jobkit.spec.sections import Env, Launch, Logs, Monitor, Resources, Run, Scheduler, Ssh
 from jobkit.spec.values import BackendName, JobName, SafeStr
 
 
@@ -38,6 +38,7 @@ class JobSpec(StrictModel):
     run: Run
     ssh: Ssh = Field(default_factory=Ssh)
     sge: SgeOptions = Field(default_factory=SgeOptions)
+    monitor: Monitor = Field(default_factory=Monitor)
     logs: Logs = Field(default_factory=Logs)
 
     @model_validator(mode="after")

@@ -1,5 +1,5 @@
-"""The job spec's sections (resources, scheduler, env, launch, run, ssh, logs): each key, its
-type, default and description. spec/schema.py composes them into JobSpec."""
+"""The job spec's sections (resources, scheduler, env, launch, run, ssh, monitor, logs): each
+key, its type, default and description. spec/schema.py composes them into JobSpec."""
 
 from __future__ import annotations
 
@@ -222,6 +222,18 @@ class Ssh(StrictModel):
     identity_file: SafeStr | None = Field(None, description="Private key file (ssh -i).")
     options: StrList = Field(
         default_factory=list, description="ssh -o options, e.g. StrictHostKeyChecking=accept-new."
+    )
+
+
+class Monitor(StrictModel):
+    """How jobkit watches a running job (docs/hangs.md)."""
+
+    stall_after: DurationSeconds = Field(
+        "00:10:00",
+        validate_default=True,
+        description="A running job whose ranks' heartbeats (the bundled trainer writes them)"
+        " have not advanced for this long shows as STALLED in `jobkit status`: minutes or"
+        " HH:MM:SS.",
     )
 
 

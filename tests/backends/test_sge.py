@@ -207,11 +207,15 @@ def test_directives_of_a_two_host_job() -> None:
 
 
 def test_memory_is_the_largest_resident_set_of_any_host(tmp_path: Path) -> None:
-    """qacct's ru_maxrss (resident), never maxvmem (virtual: GBs for any CUDA process)."""
+    """qacct's ru_maxrss (resident), never maxvmem (virtual: GBs for any CUDA process), in
+    Slurm's form: qacct prints getrusage's kilobytes as bytes, so `2.5MB` is 2.5 GB (2500000K)
+    and the recorded bash job's `4.395KB` is 4395K (a 4 MB shell, not 4 kilobytes)."""
+    ok = parse_qacct(sample("qacct_ok.txt"))
+    alone = _finished_observation(tracked(tmp_path), ok)
+    assert alone is not None and alone.max_rss == "4395K", alone
     big = sample("qacct_ok.txt").replace("ru_maxrss    4.395KB", "ru_maxrss    2.5MB")
-    records = parse_qacct(sample("qacct_ok.txt")) + parse_qacct(big)
-    obs = _finished_observation(tracked(tmp_path), records)
-    assert obs is not None and obs.max_rss == "2.5MB", obs
+    obs = _finished_observation(tracked(tmp_path), ok + parse_qacct(big))
+    assert obs is not None and obs.max_rss == "2500000K", obs
 
 
 @pytest.mark.sge

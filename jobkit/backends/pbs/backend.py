@@ -27,6 +27,8 @@ from jobkit.core.run_files import read_exit_file
 from jobkit.core.states import State
 
 if TYPE_CHECKING:
+    from jobkit.backends.waiting import WaitInfo
+    from jobkit.core.usage import Usage
     from jobkit.spec.schema import JobSpec
 
 FLAVORS = ("pro", "torque")
@@ -258,6 +260,34 @@ class PbsBackend(BatchScheduler):
                 text = _parse_or_fail(argv, self._qstat(argv), parse_torque_text)
                 seen = {key: observe_torque(attrs) for key, attrs in text.items()}
             result.update(_match_ids(group, seen))
+        return result
+
+    usage_note = "CPU and memory use: qstat -f no longer lists the job (PBS forgets finished jobs)"
+
+    def usage(self, jobs: Sequence[TrackedJob]) -> dict[str, Usage]:
+        """resources_used (cput, mem, walltime) from one qstat -f per flavor (pbs/usage.py)."""
+        from jobkit.backends.pbs.usage import query_usage
+
+        return query_usage(jobs, self._qstat)
+
+    def explain_waiting(self, jobs: Sequence[TrackedJob]) -> dict[str, WaitInfo]:
+        """comment, estimated start and times from one qstat -f per flavor (pbs/waiting.py)."""
+        from jobkit.backends.pbs.waiting import pbs_wait_info
+
+        result: dict[str, WaitInfo] = {}
+        for flavor, group in _by_flavor(jobs).items():
+            ids = [j.scheduler_id for j in group]
+            if flavor == "pro":
+                argv = ["qstat", "-f", "-F", "json", "-x", *ids]
+                raw = _parse_or_fail(argv, self._qstat(argv), parse_pro_json)
+            else:
+                argv = ["qstat", "-f", *ids]
+                raw = _parse_or_fail(argv, self._qstat(argv), parse_torque_text)
+            by_number = {job_number(key): attrs for key, attrs in raw.items()}
+            for job in group:
+                attrs = raw.get(job.scheduler_id) or by_number.get(job_number(job.scheduler_id))
+                if attrs is not None:
+                    result[job.scheduler_id] = pbs_wait_info(attrs, job.scheduler_id, flavor)
         return result
 
     def _qstat(self, argv: list[str]) -> proc.Completed:

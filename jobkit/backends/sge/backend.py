@@ -38,6 +38,8 @@ from jobkit.core.run_files import read_exit_file
 from jobkit.core.states import State
 
 if TYPE_CHECKING:
+    from jobkit.backends.waiting import WaitInfo
+    from jobkit.core.usage import Usage
     from jobkit.spec.schema import JobSpec
 
 CANCELLED_FILE = "cancelled"
@@ -150,6 +152,43 @@ class SgeBackend(BatchScheduler):
             runs[run.number].append(run)
         return runs
 
+    usage_note = "CPU and memory use: qacct has no record of the job yet (or the job is running)"
+
+    def usage(self, jobs: Sequence[TrackedJob]) -> dict[str, Usage]:
+        """cpu, ru_maxrss and ru_wallclock from the one qacct the poll uses (sge/usage.py)."""
+        from jobkit.backends.sge.usage import usage_from_runs
+
+        runs = self._accounting(jobs) if jobs else {}
+        found = {
+            j.scheduler_id: usage_from_runs(runs.get(job_number(j.scheduler_id), [])) for j in jobs
+        }
+        return {key: usage for key, usage in found.items() if usage is not None}
+
+    def explain_waiting(self, jobs: Sequence[TrackedJob]) -> dict[str, WaitInfo]:
+        """States from one qstat -xml, messages from one qstat -j for the jobs it lists
+        (sge/waiting.py)."""
+        from jobkit.backends.sge.waiting import gone, live_state, parse_qstat_j, sge_wait_info
+
+        argv = ["qstat", "-xml", "-u", getpass.getuser()]
+        live: dict[str, list[LiveJob]] = defaultdict(list)
+        for row in _parse(argv, proc.run(argv, timeout=self.query_timeout_s).stdout):
+            live[row.number].append(row)
+        listed = [job_number(j.scheduler_id) for j in jobs if job_number(j.scheduler_id) in live]
+        blocks = {}
+        if listed:
+            argv = ["qstat", "-j", ",".join(dict.fromkeys(listed))]
+            done = proc.run(argv, timeout=self.query_timeout_s, check=False)
+            blocks = parse_qstat_j(done.stdout)  # a job that ended meanwhile is left out
+        result: dict[str, WaitInfo] = {}
+        for job in jobs:
+            number = job_number(job.scheduler_id)
+            if number not in live:
+                result[job.scheduler_id] = gone(number)
+                continue
+            state, letters = live_state(live[number])
+            result[job.scheduler_id] = sge_wait_info(number, state, letters, blocks.get(number, {}))
+        return result
+
     # -- cancel ------------------------------------------------------------------------------
 
     def cancel(self, jobs: Sequence[TrackedJob]) -> None:
@@ -243,15 +282,15 @@ def _finished_observation(job: TrackedJob, runs: Sequence[FinishedRun]) -> Obser
         reason=reason,
         nodes=",".join(hosts) or None,
         elapsed_s=max(elapsed) if elapsed else None,
-        max_rss=max((r.max_rss for r in runs if r.max_rss), key=_bytes, default=None),
+        max_rss=_largest_rss(runs),
         cpu_time=first.cpu,
     )
 
 
-_UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
+def _largest_rss(runs: Sequence[FinishedRun]) -> str | None:
+    """The largest ru_maxrss of the job's hosts, in Slurm's form (`4504K`): qacct prints
+    getrusage's kilobytes as if they were bytes (`4.504KB` is 4504 KB; sge/usage.py)."""
+    from jobkit.backends.sge.usage import maxrss_mb
 
-
-def _bytes(text: str) -> float:
-    """4.504KB -> 4612.1 (qacct's memory figures); unreadable text counts as 0."""
-    match = re.match(r"^\s*([0-9.]+)\s*([KMGT]?B)\s*$", text)
-    return float(match[1]) * _UNITS[match[2]] if match else 0.0
+    sizes = [mb for mb in (maxrss_mb(r.max_rss) for r in runs) if mb is not None]
+    return f"{round(max(sizes) * 1024)}K" if sizes else None

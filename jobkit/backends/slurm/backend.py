@@ -23,6 +23,8 @@ from jobkit.core.states import State
 
 if TYPE_CHECKING:  # the parsers and proc load when a command runs: render stays quick
     from jobkit.backends.slurm.tasks import TaskMap
+    from jobkit.backends.waiting import Explanation, WaitInfo
+    from jobkit.core.usage import Usage
     from jobkit.spec.schema import JobSpec
 
 _HETJOB_LINE = re.compile(r"^#SBATCH\s+(hetjob|packjob)(\s|$)", re.IGNORECASE)
@@ -166,6 +168,29 @@ class SlurmBackend(BatchScheduler):
         argv += [f"--jobs={','.join(numbers)}", f"--format={SACCT_FIELDS}"]
         return proc.run(argv, timeout=self.query_timeout_s).stdout
 
+    def usage(self, jobs: Sequence[TrackedJob]) -> dict[str, Usage]:
+        """Steps, CPUs, CPU time and memory of all these jobs from one sacct (slurm/usage.py)."""
+        from jobkit.backends.slurm.usage import query_usage
+
+        return query_usage(jobs, self.query_timeout_s)
+
+    def explain_waiting(self, jobs: Sequence[TrackedJob]) -> dict[str, WaitInfo]:
+        """Reasons, start estimates and timelines: one squeue and one sacct per cluster
+        (slurm/waiting.py)."""
+        from jobkit.backends.slurm.waiting import explain_waiting
+
+        result: dict[str, WaitInfo] = {}
+        for cluster, group in _by_cluster(jobs).items():
+            result.update(explain_waiting(group, _cluster_args(cluster), self.query_timeout_s))
+        return result
+
+    @classmethod
+    def describe_reason(cls, reason: str, scheduler_id: str = "ID") -> Explanation | None:
+        """A recorded squeue reason in plain words (slurm/reasons.py)."""
+        from jobkit.backends.slurm.reasons import explain
+
+        return explain(reason, {"job": scheduler_id.split(";")[0]})
+
     # -- adoption of lost submissions ------------------------------------------------------
 
     def find_lost(
@@ -221,6 +246,14 @@ class SlurmBackend(BatchScheduler):
         return extra
 
     # -- cancel -----------------------------------------------------------------------------
+
+    def on_node_argv(
+        self, job: TrackedJob, node: str, node_index: int | None, argv: Sequence[str]
+    ) -> list[str] | None:
+        """`srun --overlap --jobid JOB -w NODE ARGV` (slurm/overlap.py)."""
+        from jobkit.backends.slurm.overlap import overlap_argv
+
+        return overlap_argv(job.scheduler_id, node, argv)
 
     def cancel(self, jobs: Sequence[TrackedJob]) -> None:
         """One scancel for all jobs (per cluster)."""

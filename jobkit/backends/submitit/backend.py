@@ -19,12 +19,15 @@ import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobkit.backends.base import Backend, Observation, SubmitRequest, Submitted, TrackedJob
 from jobkit.backends.slurm.backend import COMMENT_PREFIX, SlurmBackend
 from jobkit.core.errors import CrossFieldError, JobkitError, SchedulerError, SpecError
 from jobkit.spec.schema import JobSpec
+
+if TYPE_CHECKING:
+    from jobkit.backends.waiting import Explanation, WaitInfo
 
 SUBMITIT_MARK = "(submitit)"
 """First word of `submit_argv`: no command runs; submitit writes and sbatches its own file."""
@@ -293,6 +296,15 @@ class SubmititBackend(Backend):
     def cancel(self, jobs: Sequence[TrackedJob]) -> None:
         """scancel, through the Slurm backend."""
         SlurmBackend().cancel(jobs)
+
+    def explain_waiting(self, jobs: Sequence[TrackedJob]) -> dict[str, WaitInfo]:
+        """A submitit job is a Slurm job: the Slurm backend's squeue + sacct."""
+        return SlurmBackend().explain_waiting(jobs)
+
+    @classmethod
+    def describe_reason(cls, reason: str, scheduler_id: str = "ID") -> Explanation | None:
+        """Slurm's reason in plain words."""
+        return SlurmBackend.describe_reason(reason, scheduler_id)
 
     def find_lost(
         self, requests: Mapping[str, SubmitRequest | None], since: float
