@@ -3,8 +3,9 @@
 Files are `step-00000120.pt` in the checkpoint folder; a write goes to a hidden temp file in
 the same folder (flush, fsync), is renamed over the final name (os.replace) and the folder
 is fsynced, so a crash leaves either the old set of files or the new one, never half a file
-under a final name. Loading uses `torch.load(weights_only=True)`: a checkpoint holds only
-tensors and plain Python values.
+under a final name. `best.pt` (checkpoint.keep_best) is written the same way and is never
+pruned nor resumed from by `resume: auto`. Loading uses `torch.load(weights_only=True)`: a
+checkpoint holds only tensors and plain Python values.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ FORMAT = "jobkit-train-checkpoint"
 VERSION = 1
 REQUIRED_KEYS = ("format", "version", "step", "epoch", "position", "model", "optimizer")
 _NAME = re.compile(r"^step-(?P<step>\d{8,})\.pt$")
-_TEMP = re.compile(r"^\.step-\d{8,}\.pt\.tmp-\d+$")
+_TEMP = re.compile(r"^\.(step-\d{8,}|best)\.pt\.tmp-\d+$")
+BEST_NAME = "best.pt"
 
 
 class CheckpointError(Exception):
@@ -31,6 +33,11 @@ class CheckpointError(Exception):
 def checkpoint_path(folder: Path, step: int) -> Path:
     """Where the checkpoint of `step` lives."""
     return folder / f"step-{step:08d}.pt"
+
+
+def best_path(folder: Path) -> Path:
+    """Where checkpoint.keep_best's checkpoint lives."""
+    return folder / BEST_NAME
 
 
 def _fsync_dir(folder: Path) -> None:

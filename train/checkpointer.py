@@ -1,6 +1,7 @@
-"""The run's checkpoints: which one to resume from, restoring it, saving, and the marker
-files jobkit's scripts read (`requeue-requested`, `finished`). The file format itself (atomic
-writes, keep-last-N, validity) is train/checkpoint.py."""
+"""The run's checkpoints: which one to resume from, restoring it, saving (and the best one,
+checkpoint.keep_best), and the marker files jobkit's scripts read (`requeue-requested`,
+`finished`). The file format itself (atomic writes, keep-last-N, validity) is
+train/checkpoint.py."""
 
 from __future__ import annotations
 
@@ -142,7 +143,20 @@ class Checkpointer:
         step = int(saved["step"])
         self.last_saved_step = step
         self.log.info(f"resumed from step {step} ({path})")
+        self._restore_best(state, saved.get("best"))
         return step
+
+    def _restore_best(self, state: TrainState, best: object) -> None:
+        """The best-so-far of checkpoint.keep_best as of the checkpoint (a later eval must
+        beat it to replace best.pt); kept only when it is of the metric now configured."""
+        metric = self.config.checkpoint.keep_best
+        if metric is None or not isinstance(best, dict) or best.get("metric") != metric:
+            return
+        state.best = {"metric": metric, "value": float(best["value"]), "step": int(best["step"])}
+        self.log.info(
+            f"best so far: {metric} {state.best['value']!r} at step {state.best['step']}"
+            f" ({ckpt.best_path(self.paths.checkpoint_dir)})"
+        )
 
     # saving
 
@@ -150,6 +164,31 @@ class Checkpointer:
         self, state: TrainState, step: int, reason: str, then: Callable[[], None] | None = None
     ) -> None:
         """Every rank hands over its RNG state; rank 0 writes the file; then all agree."""
+        path = ckpt.checkpoint_path(self.paths.checkpoint_dir, step)
+        done = f"checkpoint saved: {path} (step {step}, {reason})"
+        self._write(state, step, path, done, then, prune=True)
+        self.last_saved_step = step
+
+    def save_best(self, state: TrainState, step: int) -> None:
+        """After an evaluation that set a new state.best: write it to best.pt (atomic, never
+        pruned), on every rank together as `save`."""
+        assert state.best is not None
+        path = ckpt.best_path(self.paths.checkpoint_dir)
+        done = (
+            f"best checkpoint saved: {path} (step {step}, {state.best['metric']}"
+            f" {state.best['value']!r})"
+        )
+        self._write(state, step, path, done, None, prune=False)
+
+    def _write(
+        self,
+        state: TrainState,
+        step: int,
+        path: Path,
+        done: str,
+        then: Callable[[], None] | None,
+        prune: bool,
+    ) -> None:
         rng_states = gather_objects(capture_rng())
         problem = ""
         if self.env.is_main:
@@ -169,19 +208,19 @@ class Checkpointer:
                 "scaler": state.scaler.state_dict() if state.scaler.is_enabled() else None,
                 "rng": rng_states,
                 "config_name": self.config.name,
+                "best": state.best,
             }
-            path = ckpt.checkpoint_path(self.paths.checkpoint_dir, step)
             try:
                 ckpt.save_atomic(saved, path)
-                ckpt.prune(self.paths.checkpoint_dir, self.config.checkpoint.keep_last)
-                self.log.info(f"checkpoint saved: {path} (step {step}, {reason})")
+                if prune:
+                    ckpt.prune(self.paths.checkpoint_dir, self.config.checkpoint.keep_last)
+                self.log.info(done)
                 if then is not None:
                     then()
             except OSError as err:
                 problem = f"cannot write checkpoint {path}: {err}"
         if not all_agree(not problem, state.device):
             raise RuntimeError(problem or "rank 0 could not write the checkpoint")
-        self.last_saved_step = step
 
     def save_for_requeue(self, state: TrainState, step: int, reason: str) -> None:
         """The run stops early at `step`: a checkpoint of it (unless just saved), then the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -32,7 +33,41 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="Health check: all-reduce on every rank, one device per rank, bandwidth.",
     )
+    parser.add_argument(
+        "--spawn",
+        type=int,
+        metavar="N",
+        help="Start N processes on this node with torch.multiprocessing (launcher spawn).",
+    )
+    parser.add_argument(
+        "--local-rank",
+        "--local_rank",
+        dest="local_rank",
+        type=int,
+        metavar="R",
+        help="This process's local rank, as torch.distributed.launch without --use_env passes"
+        " it (LOCAL_RANK in the environment says the same).",
+    )
     return parser
+
+
+def _take_local_rank(local_rank: int | None) -> str | None:
+    """Export --local-rank as LOCAL_RANK; an error line when the environment says otherwise."""
+    if local_rank is None:
+        return None
+    current = os.environ.get("LOCAL_RANK", "").strip()
+    if current and current != str(local_rank):
+        return f"--local-rank {local_rank} contradicts LOCAL_RANK={current} in the environment"
+    os.environ["LOCAL_RANK"] = str(local_rank)
+    return None
+
+
+def _child_argv(args: argparse.Namespace) -> list[str]:
+    """The arguments each spawned process runs with: these, less --spawn."""
+    argv = ["--config", args.config] if args.config else []
+    for override in args.overrides:
+        argv += ["--set", override]
+    return [*argv, "--check"] if args.check else argv
 
 
 def _import_torch_quietly() -> None:
@@ -48,6 +83,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.check and not args.config:
         print("python -m train: give --config NAME|PATH (or --check)", file=sys.stderr)
         return EXIT_USAGE
+    problem = _take_local_rank(args.local_rank)
+    if problem is None and args.spawn is not None and not 1 <= args.spawn <= 1024:
+        problem = f"--spawn {args.spawn}: give a number of processes between 1 and 1024"
+    if problem is not None:
+        print(f"python -m train: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         loaded = load_config(args.config, args.overrides) if args.config else None
         env = detect_launch_env()
@@ -58,6 +99,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"launch environment: {err}", file=sys.stderr)
         return EXIT_USAGE
     _import_torch_quietly()
+    if args.spawn is not None:
+        from train.spawn import run_spawned
+
+        signals = loaded.config.train.preempt_signals if loaded else []
+        return run_spawned(_child_argv(args), args.spawn, env, signals)
     from train.dist import DistSetupError, shutdown
     from train.loop import run_training
     from train.preempt import StopRequest

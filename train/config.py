@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -30,16 +30,19 @@ from train.config_schema import (
     CheckpointConfig,
     DataConfig,
     DistributedConfig,
+    EvalConfig,
     KeyedError,
     LoggingConfig,
     MlpArgs,
     ModelConfig,
     OptimConfig,
+    ProfileConfig,
     Section,
     SyntheticArgs,
     TrainConfig,
     TrainerConfig,
     TransformerArgs,
+    WandbConfig,
 )
 
 __all__ = [
@@ -53,16 +56,19 @@ __all__ = [
     "ConfigError",
     "DataConfig",
     "DistributedConfig",
+    "EvalConfig",
     "LoadedConfig",
     "LoggingConfig",
     "MlpArgs",
     "ModelConfig",
     "OptimConfig",
+    "ProfileConfig",
     "Section",
     "SyntheticArgs",
     "TrainConfig",
     "TrainerConfig",
     "TransformerArgs",
+    "WandbConfig",
     "bundled_configs",
     "config_data",
     "load_config",
@@ -195,7 +201,22 @@ def _read(
             sources.set_keys[parsed.path] = parsed.key
     except SpecError as err:
         raise ConfigError.from_spec_error(err) from None
-    return data, sources
+    return _one_length(data, set(sources.set_keys)), sources
+
+
+LENGTH_KEYS = ("steps", "epochs")
+"""train.steps and train.epochs: a run gives exactly one (train/length.py)."""
+
+
+def _one_length(data: dict[str, Any], set_paths: set[KeyPath]) -> dict[str, Any]:
+    """An override of one of train.steps and train.epochs replaces the file's other one
+    (`--set train.epochs=3` on a config with `steps: 200`); both overridden stays both."""
+    train = data.get("train")
+    given = [key for key in LENGTH_KEYS if ("train", key) in set_paths]
+    if len(given) != 1 or not isinstance(train, dict) or train.get(given[0]) is None:
+        return data
+    other = LENGTH_KEYS[1 - LENGTH_KEYS.index(given[0])]
+    return {**data, "train": {key: value for key, value in train.items() if key != other}}
 
 
 def _describe_error(error: Any, model: type[BaseModel], path: KeyPath) -> str:
@@ -245,9 +266,17 @@ def _fields_at(model: type[BaseModel], path: KeyPath) -> list[str]:
         field = getattr(current, "model_fields", {}).get(part)
         if field is None:
             return []
-        current = field.annotation
+        current = _model_in(field.annotation)
     fields = getattr(current, "model_fields", None)
     return list(fields) if isinstance(fields, dict) else []
+
+
+def _model_in(annotation: Any) -> Any:
+    """The section model in `annotation` (`WandbConfig | None` -> WandbConfig), else itself."""
+    for member in get_args(annotation) or (annotation,):
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            return member
+    return annotation
 
 
 def config_data(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
@@ -267,12 +296,20 @@ def _validate(
         path = prefix + loc
         ctx_error = (first.get("ctx") or {}).get("error")
         if isinstance(ctx_error, KeyedError):
-            path = path + ctx_error.path
+            path = _blamed(sources, [path + key for key in (ctx_error.path, *ctx_error.either)])
             message = ctx_error.message
         else:
             message = _describe_error(first, model, tuple(str(part) for part in loc))
         where, key = sources.locate(path)
         raise ConfigError(where, key, message) from None
+
+
+def _blamed(sources: _Sources, paths: list[KeyPath]) -> KeyPath:
+    """Of keys equally at fault, one an override set, else the first."""
+    for path in paths:
+        if sources.locate(path)[0] == "--set":
+            return path
+    return paths[0]
 
 
 def load_config(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()) -> LoadedConfig:

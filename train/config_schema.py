@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import signal
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -71,6 +71,12 @@ class DataConfig(Section):
     )
     num_workers: int = Field(0, ge=0, le=64)
     shuffle: bool = True
+    val: str | None = Field(
+        None,
+        description=(
+            "Validation set of a plug-in dataset: package.module:factory, called with data.args."
+        ),
+    )
 
     @field_validator("name")
     @classmethod
@@ -80,6 +86,13 @@ class DataConfig(Section):
                 f"must be one of {', '.join(BUILTIN_DATA)} or package.module:factory"
                 f" (got {value!r})"
             )
+        return value
+
+    @field_validator("val")
+    @classmethod
+    def _val_import_path(cls, value: str | None) -> str | None:
+        if value is not None and not _IMPORT_PATH.match(value):
+            raise ValueError(f"must be package.module:factory (got {value!r})")
         return value
 
 
@@ -118,7 +131,12 @@ SignalName = Annotated[str, BeforeValidator(_signal_name)]
 class TrainConfig(Section):
     """Length of training and the stop rules."""
 
-    steps: int = Field(100, ge=1, description="Optimizer steps in all.")
+    steps: int | None = Field(
+        None, ge=1, description="Optimizer steps in all (give this or epochs)."
+    )
+    epochs: float | None = Field(
+        None, gt=0, description="Passes over the training data (give this or steps)."
+    )
     grad_accum_steps: int = Field(1, ge=1, le=4096)
     seed: int = Field(0, ge=0)
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -144,7 +162,24 @@ class AmpConfig(Section):
 
     dtype: Annotated[Literal["off", "bf16", "fp16"], BeforeValidator(_off_is_false)] = "off"
     init_scale: float = Field(65536.0, gt=0, description="fp16 GradScaler start scale.")
+    growth_factor: float = Field(
+        2.0, gt=1, description="fp16: multiply the scale by this after growth_interval good steps."
+    )
+    backoff_factor: float = Field(
+        0.5, gt=0, lt=1, description="fp16: multiply the scale by this on an inf/NaN step."
+    )
     growth_interval: int = Field(2000, ge=1, description="fp16 GradScaler growth interval.")
+
+    SCALER_KEYS: ClassVar[tuple[str, ...]] = (
+        "init_scale",
+        "growth_factor",
+        "backoff_factor",
+        "growth_interval",
+    )
+
+    def scaler_keys_set(self) -> list[str]:
+        """The GradScaler keys the config gives (not left at their defaults)."""
+        return [key for key in self.SCALER_KEYS if key in self.model_fields_set]
 
 
 class DistributedConfig(Section):
@@ -169,6 +204,43 @@ class CheckpointConfig(Section):
     keep_last: int = Field(3, ge=1)
     resume: str = Field("auto", description="auto | never | path of a checkpoint file.")
     save_final: bool = True
+    keep_best: Literal["val_loss", "val_acc"] | None = Field(
+        None, description="Also keep the checkpoint with the best value of this eval metric."
+    )
+
+
+class EvalConfig(Section):
+    """Evaluation on the validation split; off unless every_steps or every_epochs is set."""
+
+    every_steps: int = Field(0, ge=0, description="Evaluate every N steps; 0: not by steps.")
+    every_epochs: int = Field(0, ge=0, description="Evaluate every N epochs; 0: not by epochs.")
+    batches: int = Field(0, ge=0, description="At most N batches per rank; 0: the whole split.")
+    batch_size_per_rank: int | None = Field(
+        None, ge=1, description="Default: the training batch per rank."
+    )
+    holdout: float = Field(
+        0.1, gt=0, lt=1, description="Share of a bundled dataset held out for evaluation."
+    )
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the run evaluates at all."""
+        return bool(self.every_steps or self.every_epochs)
+
+
+class WandbConfig(Section):
+    """Weights & Biases: where the run goes. Offline by default (`wandb sync` uploads later)."""
+
+    project: str = Field("jobkit", description="W&B project.")
+    entity: str | None = Field(None, description="W&B team or user; default: yours.")
+    mode: Literal["offline", "online", "disabled"] = "offline"
+
+
+class ProfileConfig(Section):
+    """torch.profiler over a window of optimizer steps; steps 0: off."""
+
+    start_step: int = Field(10, ge=1, description="First profiled step (1 = the first step).")
+    steps: int = Field(0, ge=0, le=1000, description="How many steps; 0: no profiling.")
 
 
 class LoggingConfig(Section):
@@ -177,6 +249,16 @@ class LoggingConfig(Section):
     dir: str | None = Field(None, description="Default: $JOBKIT_RUN_DIR, else runs/NAME.")
     every_steps: int = Field(10, ge=1)
     metrics: bool = True
+    tensorboard: bool = Field(False, description="TensorBoard event files in RUN/tensorboard.")
+    wandb: WandbConfig | None = Field(None, description="Log to Weights & Biases (rank 0).")
+
+    @field_validator("wandb", mode="before")
+    @classmethod
+    def _true_is_defaults(cls, value: object) -> object:
+        """`wandb: true` is every default; `false` (or null) is off."""
+        if value is True:
+            return {}
+        return None if value is False else value
 
 
 SectionT = TypeVar("SectionT", bound=Section)
@@ -199,6 +281,8 @@ class TrainerConfig(Section):
     distributed: DistributedConfig = Field(default_factory=_defaults(DistributedConfig))
     checkpoint: CheckpointConfig = Field(default_factory=_defaults(CheckpointConfig))
     logging: LoggingConfig = Field(default_factory=_defaults(LoggingConfig))
+    eval: EvalConfig = Field(default_factory=_defaults(EvalConfig))
+    profile: ProfileConfig = Field(default_factory=_defaults(ProfileConfig))
 
     @model_validator(mode="after")
     def _batch_size_given_once(self) -> TrainerConfig:
@@ -206,6 +290,49 @@ class TrainerConfig(Section):
         if sum(value is not None for value in given) != 1:
             raise KeyedError(
                 ("data",), "give exactly one of batch_size_per_rank or global_batch_size"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _length_given_once(self) -> TrainerConfig:
+        if self.train.steps is not None and self.train.epochs is not None:
+            raise KeyedError(
+                ("train", "epochs"),
+                f"give steps or epochs, not both (steps is {self.train.steps})",
+                either=(("train", "steps"),),
+            )
+        if self.train.steps is None and self.train.epochs is None:
+            raise KeyedError(
+                ("train", "steps"),
+                "give train.steps or train.epochs (neither is set)",
+                either=(("train", "epochs"),),
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _evaluation_fits(self) -> TrainerConfig:
+        plugin = self.data.name not in BUILTIN_DATA
+        if self.data.val is not None and not plugin:
+            raise KeyedError(
+                ("data", "val"),
+                f"is for plug-in datasets; {self.data.name} holds out eval.holdout of its samples",
+            )
+        if self.eval.enabled and plugin and self.data.val is None:
+            raise KeyedError(
+                ("data", "val"),
+                "evaluation is on but the plug-in dataset has no validation set: give"
+                " data.val: package.module:factory",
+            )
+        best = self.checkpoint.keep_best
+        if best is not None and not self.eval.enabled:
+            raise KeyedError(
+                ("checkpoint", "keep_best"),
+                f"{best} needs evaluation: set eval.every_steps or eval.every_epochs",
+            )
+        if best == "val_acc" and self.model.loss != "cross_entropy":
+            raise KeyedError(
+                ("checkpoint", "keep_best"),
+                f"val_acc needs model.loss cross_entropy (got {self.model.loss}); use val_loss",
             )
         return self
 
@@ -261,7 +388,9 @@ BUILTIN_ARGS: dict[tuple[str, str], type[Section]] = {
 class KeyedError(ValueError):
     """A check about a key other than where pydantic found it; key path relative to the model."""
 
-    def __init__(self, path: KeyPath, message: str) -> None:
+    def __init__(self, path: KeyPath, message: str, either: tuple[KeyPath, ...] = ()) -> None:
         self.path = path
         self.message = message
+        self.either = either
+        """Other keys equally at fault: an error names the one an override set, if any."""
         super().__init__(message)

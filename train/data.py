@@ -1,4 +1,5 @@
-"""The bundled datasets, the user's dataset plug-in, and the resumable stream of batches."""
+"""The bundled datasets, the user's dataset plug-in, the validation split, and the resumable
+stream of batches."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler, Subset
 
 from train.config import DataConfig
 from train.plugins import PluginError, call_factory
@@ -61,6 +62,14 @@ class CharWindows(Dataset):
         window = self.ids[start : start + self.context + 1]
         return window[:-1], window[1:]
 
+    def holdout(self, fraction: float) -> tuple[Subset[Any], Subset[Any]]:
+        """(training, validation) windows: the validation windows are the last `fraction` of
+        them, the training ones end before the first of those begins (no shared character)."""
+        first_val = len(self.starts) - max(1, int(len(self.starts) * fraction))
+        cut = self.starts[first_val]
+        train = [i for i in range(first_val) if self.starts[i] + self.context + 1 <= cut]
+        return Subset(self, train), Subset(self, range(first_val, len(self.starts)))
+
 
 def build_dataset(config: DataConfig) -> tuple[Dataset, dict[str, Any]]:
     """The dataset named by data.name and its info dict (sizes the model needs)."""
@@ -77,6 +86,41 @@ def build_dataset(config: DataConfig) -> tuple[Dataset, dict[str, Any]]:
         )
     info = dict(getattr(dataset, "info", None) or {})
     return dataset, info
+
+
+def holdout_split(dataset: Dataset[Any], fraction: float) -> tuple[Dataset[Any], Dataset[Any]]:
+    """(training, validation) parts of a bundled dataset: the validation part is its last
+    `fraction` of samples (at least one), the same on every rank and every run."""
+    split = getattr(dataset, "holdout", None)
+    if callable(split):
+        train, val = split(fraction)
+        return train, val
+    size = len(dataset)  # type: ignore[arg-type]
+    first_val = size - max(1, int(size * fraction))
+    return Subset(dataset, range(first_val)), Subset(dataset, range(first_val, size))
+
+
+def build_val_dataset(config: DataConfig) -> Dataset[Any]:
+    """A plug-in's validation set: `data.val` called with `data.args`."""
+    assert config.val is not None
+    dataset = call_factory(config.val, **config.args)
+    if not isinstance(dataset, Sized) or not hasattr(dataset, "__getitem__"):
+        raise PluginError(
+            f"{config.val} returned {type(dataset).__name__}, not a map-style Dataset"
+            " (with __len__ and __getitem__)"
+        )
+    return dataset  # type: ignore[return-value]
+
+
+def to_device(batch: Any, device: torch.device) -> Any:
+    """`batch` (a tensor, or lists, tuples and dicts of them) moved to `device`."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(to_device(item, device) for item in batch)
+    if isinstance(batch, dict):
+        return {key: to_device(value, device) for key, value in batch.items()}
+    return batch
 
 
 class _SkipFirst(Sampler[int]):

@@ -17,14 +17,19 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from jobkit.core.conventions import REQUEUE_EXIT_CODE
+from train.ampscale import OverflowCounter
 from train.checkpointer import Checkpointer
 from train.config import LoadedConfig
+from train.dashboards import open_dashboards
+from train.data import to_device
 from train.env import LaunchEnv
+from train.evaluate import is_better
 from train.gpustats import gpu_figures
 from train.heartbeat import CHECKPOINT, DONE, SETUP, TRAIN, Heartbeat
 from train.models import compute_loss
 from train.paths import resolve_paths
 from train.preempt import StopRequest
+from train.profiling import step_profiler
 from train.runlog import RunLog
 from train.setup import build_state
 from train.state import TrainState
@@ -32,16 +37,6 @@ from train.votes import StepVotes, VoteCadence
 
 EXIT_OK = 0
 EXIT_REQUEUE = REQUEUE_EXIT_CODE
-
-
-def _to_device(batch: Any, device: torch.device) -> Any:
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device, non_blocking=True)
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(_to_device(item, device) for item in batch)
-    if isinstance(batch, dict):
-        return {key: _to_device(value, device) for key, value in batch.items()}
-    return batch
 
 
 class Trainer:
@@ -58,11 +53,14 @@ class Trainer:
         self.config = loaded.config
         self.env = env
         self.stop = stop
-        self.paths = resolve_paths(self.config, os.environ if environ is None else environ)
+        self.environ = os.environ if environ is None else environ
+        self.paths = resolve_paths(self.config, self.environ)
         self.log = RunLog(env.rank, self.paths.log_dir, self.config.logging.metrics)
         self.checkpointer = Checkpointer(loaded, env, self.paths, self.log)
         self.heartbeat = Heartbeat(self.paths.run_dir, env.rank, environ, warn=self.log.warning)
         self.state: TrainState | None = None
+        self.overflow: OverflowCounter | None = None
+        """Counts fp16 steps the GradScaler skipped (None without a GradScaler)."""
 
     def _micro_sync(self, state: TrainState, micro: int) -> AbstractContextManager[Any]:
         last = micro == self.config.train.grad_accum_steps - 1
@@ -78,7 +76,7 @@ class Trainer:
         state.model.train()
         loss_sum = torch.zeros((), device=state.device)
         for micro in range(accum):
-            inputs, targets = _to_device(state.stream.next(), state.device)
+            inputs, targets = to_device(state.stream.next(), state.device)
             with self._micro_sync(state, micro):
                 with torch.autocast(
                     state.device.type, dtype=state.amp_dtype, enabled=state.amp_dtype is not None
@@ -94,7 +92,9 @@ class Trainer:
             state.scaler.unscale_(state.optimizer)
         max_norm = config.optim.grad_clip or math.inf
         grad_norm = torch.nn.utils.clip_grad_norm_(state.model.parameters(), max_norm)
-        if state.scaler.is_enabled():
+        if self.overflow is not None:
+            self.overflow.step_and_update(state.scaler, state.optimizer)
+        elif state.scaler.is_enabled():
             state.scaler.step(state.optimizer)
             state.scaler.update()
         else:
@@ -112,7 +112,7 @@ class Trainer:
         seconds: float,
         steps: int,
     ) -> None:
-        total = self.config.train.steps
+        total = state.total_steps
         samples_per_s = state.global_batch * steps / max(seconds, 1e-9)
         record: dict[str, Any] = {
             "step": step,
@@ -134,19 +134,62 @@ class Trainer:
         if state.scaler.is_enabled():
             record["loss_scale"] = state.scaler.get_scale()
             line += f" loss_scale {record['loss_scale']:g}"
+        if self.overflow is not None:
+            record["overflow_skips"], record["overflow_skips_total"] = (
+                self.overflow.since_last_report()
+            )
+            if record["overflow_skips"]:
+                line += f" skipped {record['overflow_skips']} (inf/nan grads)"
         record["time"] = time.time()
         self.log.info(line)
         self.log.metrics(record)
+
+    def _evaluate(self, state: TrainState, step: int) -> float:
+        """Evaluate after `step` (every rank): log and record the metrics (rank 0), write
+        best.pt on a new best of checkpoint.keep_best; returns the seconds it took."""
+        assert state.evaluator is not None
+        began = time.perf_counter()
+        metrics = state.evaluator.run(state.module, tick=lambda: self.heartbeat.tick(step))
+        seconds = time.perf_counter() - began
+        shown = " ".join(
+            f"{name} {value:.6g}" for name, value in metrics.items() if name != "val_samples"
+        )
+        self.log.info(
+            f"eval step {step}/{state.total_steps}: {shown}"
+            f" ({metrics['val_samples']} samples, {seconds:.2f} s)"
+        )
+        self.log.metrics(
+            {
+                "step": step,
+                "epoch": state.stream.epoch,
+                "split": "val",
+                **metrics,
+                "time": time.time(),
+            }
+        )
+        metric = self.config.checkpoint.keep_best
+        if metric is not None:
+            best = None if state.best is None else state.best["value"]
+            if is_better(metric, metrics[metric], best):
+                state.best = {"metric": metric, "value": metrics[metric], "step": step}
+                self.heartbeat.write(step, CHECKPOINT)
+                self.checkpointer.save_best(state, step)
+                self.heartbeat.write(step, TRAIN)
+        return time.perf_counter() - began
 
     def run(self) -> int:
         """Train to train.steps (exit 0) or until asked to stop (checkpoint, exit 75)."""
         config, env, log, checkpointer = self.config, self.env, self.log, self.checkpointer
         heartbeat = self.heartbeat
         heartbeat.write(0, SETUP)
+        log.sinks = open_dashboards(self.loaded, self.paths.run_dir, self.environ, env.is_main)
         state = self.state = build_state(self.loaded, env, self.paths, log, checkpointer)
+        if state.scaler.is_enabled():
+            self.overflow = OverflowCounter(state.device)
+        profiler = step_profiler(config.profile, self.paths.run_dir, env.rank, state.device, log)
         start_step = state.start_step
         heartbeat.write(start_step, TRAIN)
-        total = config.train.steps
+        total = state.total_steps
         if start_step >= total:
             log.info(f"training already complete at step {start_step} (train.steps = {total})")
             log.info(f"final loss {state.last_loss!r}")
@@ -163,8 +206,12 @@ class Trainer:
         cadence = VoteCadence(config.train.stop_vote_every_s, start_step)
         while step < total:
             lr = float(state.scheduler.get_last_lr()[0])
+            if profiler is not None:
+                profiler.begin(step + 1)
             grad_norm, loss_mean = self._train_step(state)
             step += 1
+            if profiler is not None:
+                profiler.end(step)
             interval_steps += 1
             heartbeat.tick(step)
             if cadence.probe_due(step):
@@ -200,12 +247,16 @@ class Trainer:
                 now = time.perf_counter()
                 self._report(state, step, lr, grad_norm, now - interval_start, interval_steps)
                 interval_start, interval_steps = now, 0
+            if state.evaluator is not None and state.evaluator.due(step, state.stream.epoch, total):
+                interval_start += self._evaluate(state, step)
             if stop_reason:
                 break
             if every and step % every == 0 and step < total:
                 heartbeat.write(step, CHECKPOINT)  # a long save is not a hang
                 checkpointer.save(state, step, "periodic")
                 heartbeat.write(step, TRAIN)
+        if profiler is not None:
+            profiler.close()  # a stop inside the window
         elapsed = time.perf_counter() - run_start
         done = step - start_step
         log.info(

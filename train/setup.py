@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import torch
@@ -10,9 +11,10 @@ from torch import nn
 from torch.nn.parallel import DataParallel, DistributedDataParallel
 from torch.utils.data import Dataset, DistributedSampler
 
+from train.ampscale import build_scaler, fp16_autocast_works
 from train.checkpointer import Checkpointer
 from train.config import LoadedConfig, per_rank_batch, scaled_lr
-from train.data import BatchStream, build_dataset
+from train.data import BatchStream, build_dataset, build_val_dataset, holdout_split
 from train.dist import (
     DistSetupError,
     choose_backend,
@@ -24,6 +26,8 @@ from train.dist import (
     init_process_group,
 )
 from train.env import LaunchEnv
+from train.evaluate import Evaluator
+from train.length import derive_length
 from train.models import ModelBuildError, build_model
 from train.optim import build_optimizer, build_scheduler
 from train.paths import RunPaths
@@ -45,6 +49,12 @@ def build_state(
     device, backend = _start_process_group(loaded, env, log)
     strategy = _resolve_strategy(loaded, env, device, log)
     amp_dtype, use_scaler = _resolve_amp(config.amp.dtype, device, log)
+    ignored = config.amp.scaler_keys_set()
+    if ignored and not use_scaler and env.is_main:
+        log.warning(
+            f"ignoring {', '.join('amp.' + key for key in ignored)}: GradScaler settings, and"
+            f" amp.dtype {config.amp.dtype} on {device.type} uses no GradScaler (fp16 only)"
+        )
     if env.is_main:
         log.info(
             f"config: {loaded.path}\n{loaded.dump().rstrip()}",
@@ -54,6 +64,9 @@ def build_state(
 
     seed_everything(config.train.seed)  # same model init and data on every rank
     dataset, info, module = _build_data_and_model(loaded)
+    val_set = None
+    if config.eval.enabled:
+        dataset, val_set = _validation_split(loaded, dataset)
     dataset_size = len(dataset)  # type: ignore[arg-type]  # checked Sized
     batch_size, global_batch = per_rank_batch(loaded, env.world_size)
     sampler: DistributedSampler[Any] = DistributedSampler(
@@ -82,6 +95,15 @@ def build_state(
             f"the dataset has {dataset_size} samples, fewer than one batch of"
             f" {batch_size} per rank on {env.world_size} ranks",
         )
+    length = derive_length(
+        steps=config.train.steps,
+        epochs=config.train.epochs,
+        samples=dataset_size,
+        batches_per_epoch=stream.batches_per_epoch,
+        batch_size=batch_size,
+        world_size=env.world_size,
+        grad_accum_steps=config.train.grad_accum_steps,
+    )
     seed_per_rank(config.train.seed, env.rank)
 
     module.to(device)
@@ -107,17 +129,15 @@ def build_state(
         model=module,
         lr=lr,
         optimizer=optimizer,
-        scheduler=build_scheduler(optimizer, config.optim, config.train.steps),
-        scaler=torch.amp.GradScaler(
-            device.type,
-            init_scale=config.amp.init_scale,
-            growth_interval=config.amp.growth_interval,
-            enabled=use_scaler,
-        ),
+        scheduler=build_scheduler(optimizer, config.optim, length.steps),
+        scaler=build_scaler(config.amp, device, use_scaler),
+        total_steps=length.steps,
         start_step=0,
         last_loss=math.nan,
     )
     checkpointer.resume(state)
+    if val_set is not None:
+        state.evaluator = _evaluator(loaded, env, state, val_set)
     state.model = _wrap(loaded, module, strategy, device)
     log.info(
         f"device: {device} backend: {backend} strategy: {strategy}"
@@ -132,7 +152,51 @@ def build_state(
         f"data: {dataset_size} samples, {stream.batches_per_epoch} batches per"
         f" epoch per rank; params: {sum(p.numel() for p in state.model.parameters())}"
     )
+    log.info(f"length: {length.describe()}")
+    if state.evaluator is not None:
+        log.info(f"eval: {state.evaluator.describe(env.world_size)}")
     return state
+
+
+def _validation_split(
+    loaded: LoadedConfig, dataset: Dataset[Any]
+) -> tuple[Dataset[Any], Dataset[Any]]:
+    """(training, validation) data: a plug-in's data.val factory, else the held-out tail."""
+    config = loaded.config
+    if config.data.val is None:
+        return holdout_split(dataset, config.eval.holdout)
+    try:
+        val_set = build_val_dataset(config.data)
+    except PluginError as err:  # PluginArgsError too: data.val gets data.args
+        raise loaded.error("data.val", str(err)) from None
+    if len(val_set) < 1:  # type: ignore[arg-type]  # checked Sized
+        raise loaded.error("data.val", f"{config.data.val} returned an empty dataset")
+    return dataset, val_set
+
+
+def _evaluator(
+    loaded: LoadedConfig, env: LaunchEnv, state: TrainState, val_set: Dataset[Any]
+) -> Evaluator:
+    config = loaded.config
+    return Evaluator(
+        val_set,
+        rank=env.rank,
+        world_size=env.world_size,
+        batch_size=config.eval.batch_size_per_rank or state.batch_size,
+        max_batches=config.eval.batches,
+        num_workers=config.data.num_workers,
+        loss_kind=config.model.loss,
+        perplexity=bool(state.tokens_per_sample),
+        device=state.device,
+        amp_dtype=state.amp_dtype,
+        every_steps=config.eval.every_steps,
+        every_epochs=config.eval.every_epochs,
+        epoch=state.stream.epoch,
+    )
+
+
+_DEBUG_ENV = ("MASTER_ADDR", "MASTER_PORT", "TORCH_DISTRIBUTED_DEBUG", "NCCL_DEBUG")
+"""Variables the DEBUG log line names (env.log_level DEBUG, docs/spec.md)."""
 
 
 def _start_process_group(
@@ -151,7 +215,14 @@ def _start_process_group(
             f"the job asked for {requested} GPU(s) per node, but train.device is"
             f" {config.train.device}: training on the CPU"
         )
+    log.debug(
+        f"joining the process group: backend {backend}, device {device},"
+        f" rank {env.rank}/{env.world_size}, local rank {env.local_rank},"
+        f" timeout {config.distributed.timeout}s, "
+        + " ".join(f"{name}={os.environ.get(name, '')}" for name in _DEBUG_ENV)
+    )
     init_process_group(env, backend, device, config.distributed.timeout)
+    log.debug(f"joined the process group ({backend})")
     infos = gather_objects(describe_device(env, device))
     shared = find_shared_devices(infos)
     if shared:
@@ -182,8 +253,8 @@ def _resolve_amp(wanted: str, device: torch.device, log: RunLog) -> tuple[torch.
     if wanted == "off":
         return None, False
     on_cuda = device.type == "cuda"
-    if wanted == "fp16" and not on_cuda:
-        log.warning("amp.dtype fp16 needs CUDA; using bf16 autocast on cpu")
+    if wanted == "fp16" and not on_cuda and not fp16_autocast_works(device.type):
+        log.warning(f"this torch has no fp16 autocast on {device.type}; using bf16 autocast")
         return torch.bfloat16, False
     if wanted == "bf16" and on_cuda and not torch.cuda.is_bf16_supported():
         log.warning("this GPU has no bf16; using fp16 autocast with a GradScaler")

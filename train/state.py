@@ -13,6 +13,7 @@ from torch.utils.data import Dataset, DistributedSampler
 
 from train.data import BatchStream
 from train.env import LaunchEnv
+from train.evaluate import Evaluator
 from train.paths import RunPaths
 from train.runlog import RunLog
 
@@ -52,11 +53,17 @@ class TrainState:
     optimizer: torch.optim.Optimizer
     scheduler: LambdaLR
     scaler: torch.amp.GradScaler
+    total_steps: int
+    """train.steps, or the steps train.epochs makes (train/length.py)."""
+    evaluator: Evaluator | None = None
+    """Evaluation on the validation split; None when eval is off."""
+    best: dict[str, Any] | None = None
+    """checkpoint.keep_best's best so far: {"metric", "value", "step"} (None: none yet)."""
     start_step: int = 0
     last_loss: float = math.nan
     """The mean loss over all ranks at the last step whose votes were read (NaN: none yet)."""
 
-    RELEASED = ("model", "module", "optimizer", "scheduler", "scaler", "stream")
+    RELEASED = ("model", "module", "optimizer", "scheduler", "scaler", "stream", "evaluator")
 
     def release(self) -> None:
         """Let go of the model, its optimizer and the data stream.

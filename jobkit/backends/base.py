@@ -16,6 +16,7 @@ from jobkit.core.conventions import job_log_paths
 from jobkit.core.states import State
 
 if TYPE_CHECKING:  # the schema pulls in pydantic (~0.1 s): not needed to poll or cancel
+    from jobkit.backends.preflight import Preflight
     from jobkit.backends.waiting import Explanation, WaitInfo
     from jobkit.core.usage import Usage
     from jobkit.spec.schema import JobSpec
@@ -80,6 +81,18 @@ class Observation:
     cpu_time: str | None = None
 
 
+@dataclass(frozen=True)
+class Allocation:
+    """The allocation this process runs in, as `jobkit run --here` uses it."""
+
+    job_id: str
+    """Its id as the job script names it (its JOBKIT_JOB_ID: the run folder's name)."""
+    environ: dict[str, str]
+    """The environment the job's script runs with there (a job step's own variables gone)."""
+    nodes: str = ""
+    """Its hosts as the scheduler lists them (`n[1-2]`), for `jobkit status`; "" if unknown."""
+
+
 class Backend(ABC):
     """A scheduler or launcher jobkit can submit to (docs/design.md, "How to add a backend").
 
@@ -96,6 +109,8 @@ class Backend(ABC):
     """How often `jobkit logs -f` asks for the state (a scheduler query costs the cluster)."""
     launchers: ClassVar[tuple[str, ...]] = ("torchrun",)
     """The `launch.launcher` values this backend can start."""
+    node_ranges: ClassVar[bool] = False
+    """True where the scheduler can allocate an elastic range of nodes (resources.nodes MIN:MAX)."""
     task_per_process: ClassVar[bool] = False
     """True where the scheduler starts one task per training process whatever the launcher
     (submitit): a task's CPUs are then one process's."""
@@ -141,6 +156,14 @@ class Backend(ABC):
         job's script checks its own environment where it runs (a batch job's nodes are not
         known before it starts)."""
         return None
+
+    def preflight(self, spec: JobSpec, script: str, workdir: Path, *, thorough: bool) -> Preflight:
+        """What the scheduler would refuse or never start, asked before queueing (`jobkit
+        check`; `jobkit submit` with thorough=False: only its fast questions). `script` is the
+        rendered script. Default: not available for this backend (a note says so)."""
+        from jobkit.backends.preflight import Preflight
+
+        return Preflight(notes=(f"scheduler checks are not available for the {self.name} backend",))
 
     @abstractmethod
     def submit_argv(self, request: SubmitRequest) -> list[str]:
@@ -213,6 +236,22 @@ class Backend(ABC):
         keyed by scheduler_id, from one batched accounting query. Jobs it cannot answer for are
         left out. Default: {} (`jobkit report` then shows `usage_note`)."""
         return {}
+
+    # -- interactive (`jobkit shell`, `jobkit run --here`) ----------------------------------
+
+    def interactive_argv(
+        self, spec: JobSpec, script: str, inner: Sequence[str]
+    ) -> list[str] | None:
+        """The command that asks for the allocation `spec` describes (the directives of its
+        rendered `script`) and runs `inner` with a terminal on its first node (`jobkit
+        shell`). None (the default): not available for this backend."""
+        return None
+
+    @classmethod
+    def current_allocation(cls, environ: Mapping[str, str]) -> Allocation | None:
+        """This backend's allocation that this process runs in, read from `environ`
+        (`jobkit run --here`); None outside one (the default)."""
+        return None
 
     # -- looking inside a running job -------------------------------------------------------
 

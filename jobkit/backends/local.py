@@ -24,6 +24,7 @@ class LocalBackend(launcher_files.LauncherJobs):
     """Runs `bash <script>` in its own session; state from its pid and exit-code file."""
 
     name = "local"
+    launchers = ("torchrun", "spawn", "distributed-launch")
 
     @classmethod
     def template_context(cls, spec: JobSpec) -> dict[str, Any]:
@@ -70,6 +71,12 @@ class LocalBackend(launcher_files.LauncherJobs):
     ) -> list[str] | None:
         """This machine runs every rank: `argv` as it is."""
         return list(argv)
+
+    def interactive_argv(
+        self, spec: JobSpec, script: str, inner: Sequence[str]
+    ) -> list[str] | None:
+        """No allocation to ask for: `inner` runs on this machine."""
+        return list(inner)
 
     def cancel(self, jobs: Sequence[TrackedJob]) -> None:
         """SIGTERM each launcher's process group, SIGKILL after the grace period."""

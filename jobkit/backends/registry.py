@@ -29,6 +29,10 @@ BUILTIN: dict[str, str] = {
 }
 """Backend name -> `module:Class` (the class implements base.Backend, built with no args)."""
 
+INTERNAL: dict[str, str] = {"here": "jobkit.backends.here:HereBackend"}
+"""Kinds of registry rows that no spec names as its `backend:` (`jobkit run --here` runs):
+found by get_backend, never listed."""
+
 
 class BackendUnavailable(JobkitError):
     """A known backend whose module cannot be imported here (a missing dependency)."""
@@ -62,7 +66,7 @@ def is_known(name: str) -> bool:
 
 
 def _target(name: str) -> str:
-    target = BUILTIN.get(name) or _plugins().get(name)
+    target = BUILTIN.get(name) or INTERNAL.get(name) or _plugins().get(name)
     if target is None:
         raise UsageError(f"unknown backend {name!r} (known: {', '.join(backend_names())})")
     return target

@@ -146,6 +146,7 @@ class SshBackend(launcher_files.LauncherJobs):
     """Runs the launcher here, detached; it reaches the hosts in `ssh.hosts` over ssh."""
 
     name = "ssh"
+    launchers = ("torchrun", "spawn", "distributed-launch")
 
     @classmethod
     def validate(cls, spec: JobSpec) -> None:

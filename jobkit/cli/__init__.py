@@ -31,6 +31,9 @@ VERBS = {
     "doctor": "jobkit.cli.doctor",
     "report": "jobkit.cli.report",
     "plot": "jobkit.cli.plot",
+    "shell": "jobkit.cli.shell",
+    "run": "jobkit.cli.run",
+    "check": "jobkit.cli.check",
 }
 """Verb -> module; each module defines a click command named like the verb."""
 
@@ -101,7 +104,7 @@ def _module_exists(name: str) -> bool:
 def cli() -> None:
     """One YAML job spec to a running, tracked distributed PyTorch job.
 
-    Backends: local (this machine), slurm, pbs, ssh (a list of hosts), submitit.
+    Backends: local (this machine), slurm, pbs, sge, ssh (a list of hosts), submitit.
     Start with `jobkit render examples/quickstart.yaml`.
     """
 

@@ -56,15 +56,51 @@ def submit_command(spec: JobSpec, script_path: Path) -> list[str]:
     is_flag=True,
     help="Also print the command that would submit the script, on stderr.",
 )
-def render(spec_args: SpecArgs, output: str | None, show_command: bool) -> None:
+@click.option(
+    "--node-rank",
+    type=int,
+    metavar="N",
+    help="Instead, print what to run by hand on node N (static rendezvous; docs/train.md).",
+)
+@click.option(
+    "--master",
+    metavar="ADDR",
+    help="With --node-rank: node 0's address (default: ssh.hosts[0], else $MASTER_ADDR).",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(1024, 65535),
+    metavar="PORT",
+    help="With --node-rank: the rendezvous port (default: launch.master_port, else 29500).",
+)
+def render(
+    spec_args: SpecArgs,
+    output: str | None,
+    show_command: bool,
+    node_rank: int | None,
+    master: str | None,
+    port: int | None,
+) -> None:
     """Print the batch script for SPEC: exactly what `jobkit submit` sends. Runs nothing."""
+    if node_rank is None and (master is not None or port is not None):
+        raise UsageError("--master and --port go with --node-rank N")
+    if node_rank is not None and show_command:
+        raise UsageError("--show-command does not go with --node-rank (nothing is submitted)")
+    if master is not None and (not master or any(c.isspace() or ord(c) < 32 for c in master)):
+        raise UsageError(f"--master {master!r}: give a host name or address")
     loaded = spec_args.load()
     from jobkit.spec.trainer_check import check_trainer_config
 
     check_trainer_config(loaded, Path.cwd())
-    from jobkit.backends.registry import get_backend
+    if node_rank is not None:
+        from jobkit.render.by_hand import node_script
 
-    script = get_backend(loaded.spec.backend).script(loaded.spec, loaded.template_dir, Path.cwd())
+        script = node_script(loaded.spec, node_rank, master, port, loaded.template_dir)
+    else:
+        from jobkit.backends.registry import get_backend
+
+        backend = get_backend(loaded.spec.backend)
+        script = backend.script(loaded.spec, loaded.template_dir, Path.cwd())
     if output is None:
         sys.stdout.write(script)
         sys.stdout.flush()

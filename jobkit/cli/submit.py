@@ -17,6 +17,10 @@ from jobkit.registry.store import JobRecord, Store
 
 if TYPE_CHECKING:
     from jobkit.logs.follow import LogSource
+    from jobkit.spec.load import LoadedSpec
+
+EXIT_PROBLEMS = 2
+"""A check found a problem: nothing was submitted or recorded."""
 
 
 @click.command()
@@ -30,8 +34,14 @@ if TYPE_CHECKING:
     help="Follow the job until it ends (printing its output and state changes) and exit"
     " with its exit code.",
 )
+@click.option(
+    "--no-check",
+    is_flag=True,
+    help="Skip the checks before queueing (the program; Slurm's partition and node limits;"
+    " see `jobkit check`).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the job (or the plan) as JSON.")
-def submit(spec_args: SpecArgs, dry_run: bool, wait: bool, as_json: bool) -> int:
+def submit(spec_args: SpecArgs, dry_run: bool, wait: bool, no_check: bool, as_json: bool) -> int:
     """Submit SPEC to its backend and track it; prints the jobkit id and the scheduler's id."""
     from jobkit.manager import submit as pipeline
 
@@ -42,6 +52,8 @@ def submit(spec_args: SpecArgs, dry_run: bool, wait: bool, as_json: bool) -> int
     plan = pipeline.plan_submission(
         loaded.spec, workdir=Path.cwd(), template_dir=loaded.template_dir
     )
+    if not no_check and not _checked(loaded, plan.script, scheduler=not dry_run):
+        return EXIT_PROBLEMS
     if dry_run:
         if as_json:
             click.echo(pipeline.dumps_plan(plan))
@@ -69,6 +81,26 @@ def submit(spec_args: SpecArgs, dry_run: bool, wait: bool, as_json: bool) -> int
         from jobkit.manager.refresh import exit_status_for
 
         return exit_status_for(final)
+
+
+def _checked(loaded: LoadedSpec, script: str, *, scheduler: bool) -> bool:
+    """The fast checks of `jobkit check` (the program; the scheduler's fast answers unless a
+    dry run): each problem one line on stderr; False when any (nothing is recorded)."""
+    from jobkit.check.run import check_loaded
+
+    report = check_loaded(
+        loaded, Path.cwd(), script=script, scheduler=scheduler, thorough=False, trainer=False
+    )
+    for problem in report.problems:
+        click.echo(problem.line_text(), err=True)
+    if report.problems:
+        count = len(report.problems)
+        click.echo(
+            f"jobkit: not submitted: {count} problem{'s' if count > 1 else ''}"
+            " (`jobkit check` for more; --no-check submits anyway)",
+            err=True,
+        )
+    return report.ok
 
 
 def _reconcile(store: Store) -> None:

@@ -56,6 +56,20 @@ EXCEPTION_LINE = re.compile(
 
 CLASSES: tuple[FailureClass, ...] = (
     FailureClass(
+        "preflight_failed",
+        "the preflight check failed",
+        # A node's own line only: without one (the check could not even start, e.g. `train` not
+        # importable) the launcher's "failed after" line says less than the error above it.
+        _p(r"^jobkit preflight: node \d+ \([^)\s]*\): (?!ok\b)\S"),
+        "launch.preflight checked the nodes before the program (GPUs, TCP to"
+        " MASTER_ADDR:MASTER_PORT, an all-reduce over every rank) and one check failed on the"
+        " node named in the line: the program was not started (docs/preflight.md).",
+        "what the line names: a node that cannot reach MASTER_ADDR:MASTER_PORT (a firewall, a"
+        " MASTER_ADDR or MASTER_PORT of your own in env.vars, the wrong network interface),"
+        " fewer GPUs than resources.gpus_per_node or a GPU another process holds, an all-reduce"
+        " that fails (env.nccl); then submit again",
+    ),
+    FailureClass(
         "environment_missing",
         "the job's environment is missing",
         _p(r"^jobkit: env\.\w+: .* not found on "),

@@ -232,7 +232,9 @@ def job_files(
     run_dirs = _expand(log_paths["run_dir"]) if log_paths.get("run_dir") else []
     for run_dir in run_dirs:
         for path in sorted(run_dir.glob("node-*.out")):
-            found.append((path, None, _number(path, "node-")))
+            # node-N.out only: on local/ssh it links to node-N-STAMP.out (docs/logs.md).
+            if _number(path, "node-") is not None:
+                found.append((path, None, _number(path, "node-")))
         for suffix in ("out", "log"):
             for path in sorted(run_dir.glob(f"rank-*.{suffix}")):
                 found.append((path, _number(path, "rank-"), None))

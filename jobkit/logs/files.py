@@ -59,11 +59,14 @@ class Layout:
         nproc = launch.get("nproc_per_node", "auto")
         procs = int(nproc) if nproc != "auto" else int(resources.get("gpus_per_node") or 1)
         return cls(
-            nodes=int(resources.get("nodes") or 1),
+            # An elastic job (nodes MIN:MAX) may run on up to max_nodes hosts.
+            nodes=int(resources.get("max_nodes") or resources.get("nodes") or 1),
             procs_per_node=max(procs, 1),
             launcher=str(launch.get("launcher") or "torchrun"),
             bundled_trainer=bool(run.get("train")),
-            static_hosts=int(resources.get("nodes") or 1) == 1 or launch.get("rdzv") == "static",
+            static_hosts=int(resources.get("max_nodes") or resources.get("nodes") or 1) == 1
+            or launch.get("rdzv") == "static"
+            or launch.get("launcher") == "distributed-launch",
         )
 
     def kinds(self) -> list[str]:

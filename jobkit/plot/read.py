@@ -2,8 +2,10 @@
 
 The bundled trainer (train/runlog.py) appends one JSON object per logged step to
 metrics.jsonl (rank 0): `step`, `time` (epoch seconds) and the values (loss, lr, grad_norm,
-samples_per_s, tokens_per_s, loss_scale, epoch). A requeued or restarted run appends to the
-same file, and its rank-0.log gains a `resumed from step N (checkpoint)` line.
+samples_per_s, tokens_per_s, loss_scale, epoch). An evaluation adds a record of its own,
+marked `"split": "val"` (val_loss, val_acc, val_ppl, val_samples): read here, it joins the
+step's record just before it, so each step stays one record. A requeued or restarted run
+appends to the same file, and its rank-0.log gains a `resumed from step N (checkpoint)` line.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def read_metrics(path: Path) -> MetricsFile:
             continue
         record = _record(line)
         if record is not None:
-            records.append(record)
+            _append(records, record)
         elif not (unfinished and number == len(lines)):
             skipped.append(number)
     return MetricsFile(path, records, skipped)
@@ -72,6 +74,20 @@ def _record(line: str) -> dict[str, Any] | None:
     if not isinstance(step, int) or isinstance(step, bool):
         return None
     return value
+
+
+def _append(records: list[dict[str, Any]], record: dict[str, Any]) -> None:
+    """Add `record`; an evaluation's joins the record of the same step just before it."""
+    last = records[-1] if records else None
+    if (
+        record.get("split") == "val"
+        and last is not None
+        and "split" not in last
+        and last["step"] == record["step"]
+    ):
+        records[-1] = {**{k: v for k, v in record.items() if k != "split"}, **last}
+    else:
+        records.append(record)
 
 
 def read_resumes(log_path: Path) -> list[Resume]:

@@ -24,7 +24,7 @@ from jobkit.core.paths import templates_dir
 from jobkit.core.units import format_hms, format_memory, format_slurm_time
 from jobkit.render.cache import bytecode_cache
 from jobkit.render.interpreter import Interpreter, choose_interpreter
-from jobkit.spec.schema import JobSpec
+from jobkit.spec.schema import NODE_LAUNCHERS, JobSpec
 
 BUILTIN_PREFIX = "builtin"
 """`{% extends "builtin/slurm/job.sh.j2" %}` always names the built-in template."""
@@ -38,8 +38,46 @@ DEBUG_VARS = {
     "NCCL_DEBUG_SUBSYS": "INIT,NET",
     "PYTHONFAULTHANDLER": "1",
     "LOGLEVEL": "INFO",
+    "CUDA_LAUNCH_BLOCKING": "1",
 }
-"""What `env.debug: true` exports (torchrun reads LOGLEVEL for its own logging)."""
+"""What `env.debug: true` exports (torchrun reads LOGLEVEL for its own logging;
+CUDA_LAUNCH_BLOCKING=1 makes a CUDA error point at the kernel that caused it, slowly)."""
+
+LOG_LEVEL_VARS = {
+    "DEBUG": {
+        "JOBKIT_LOG_LEVEL": "DEBUG",
+        "LOGLEVEL": "DEBUG",
+        "TORCH_CPP_LOG_LEVEL": "INFO",
+        "TORCH_DISTRIBUTED_DEBUG": "DETAIL",
+    },
+    "INFO": {"JOBKIT_LOG_LEVEL": "INFO", "LOGLEVEL": "INFO", "TORCH_CPP_LOG_LEVEL": "INFO"},
+    "WARNING": {
+        "JOBKIT_LOG_LEVEL": "WARNING",
+        "LOGLEVEL": "WARNING",
+        "TORCH_CPP_LOG_LEVEL": "WARNING",
+    },
+    "ERROR": {"JOBKIT_LOG_LEVEL": "ERROR", "LOGLEVEL": "ERROR", "TORCH_CPP_LOG_LEVEL": "ERROR"},
+}
+"""What `env.log_level` exports: the bundled trainer's level (train/runlog.py reads
+JOBKIT_LOG_LEVEL), torchrun's (LOGLEVEL) and PyTorch's C++ one (TORCH_CPP_LOG_LEVEL, which has
+no DEBUG: INFO is its most verbose)."""
+
+NCCL_PRESETS = {
+    "auto": {},
+    "ethernet": {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_NTHREADS": "4", "NCCL_NSOCKS_PERTHREAD": "4"},
+    "infiniband": {"NCCL_IB_DISABLE": "0"},
+}
+"""What each `env.nccl.preset` exports; the nccl keys and nccl.vars override them."""
+
+NCCL_KEYS = {
+    "socket_ifname": "NCCL_SOCKET_IFNAME",
+    "ib_hca": "NCCL_IB_HCA",
+    "ib_gid_index": "NCCL_IB_GID_INDEX",
+    "p2p_level": "NCCL_P2P_LEVEL",
+    "socket_nthreads": "NCCL_SOCKET_NTHREADS",
+    "nsocks_perthread": "NCCL_NSOCKS_PERTHREAD",
+}
+"""env.nccl keys and the variable each sets."""
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DIRECTIVE_SAFE = re.compile(r"^[A-Za-z0-9@%+=:,./_-]+$")
@@ -53,20 +91,26 @@ class TemplateError(JobkitError):
 
 
 def render(
-    spec: JobSpec, template_dir: Path | None = None, interpreter: Interpreter | None = None
+    spec: JobSpec,
+    template_dir: Path | None = None,
+    interpreter: Interpreter | None = None,
+    *,
+    template_name: str | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> str:
     """The script for `spec.backend` ("" for submitit: backends/submitit.py sbatch_text).
 
     `template_dir` (a site's templates) is searched before the built-in ones; `interpreter`
     is env.python's choice (default: chosen from this process's environment).
+    `template_name` renders another template (render/by_hand.py) with `extra` variables.
     """
-    name = backend_class(spec.backend).template
+    name = template_name or backend_class(spec.backend).template
     if name is None:
         return ""
     env = _environment(template_dir)
     try:
         template = env.get_template(name)
-        script = template.render(template_context(spec, interpreter))
+        script = template.render({**template_context(spec, interpreter), **(extra or {})})
     except JobkitError:
         raise
     except jinja2.TemplateSyntaxError as err:
@@ -77,7 +121,8 @@ def render(
     except Exception as err:  # undefined names, sandbox refusals, bad filter input
         where = _where(err, env) or name
         raise TemplateError(f"{where}: {_describe(err)}") from err
-    backend_class(spec.backend).check_script(spec, script)
+    if template_name is None:
+        backend_class(spec.backend).check_script(spec, script)
     return script
 
 
@@ -118,31 +163,30 @@ def program_argv(spec: JobSpec, interpreter: Interpreter | None = None) -> list[
 
 
 def env_exports(spec: JobSpec) -> list[tuple[str, str]]:
-    """Exported variables, later sources winning: the GPU request, NCCL preset, threads per
-    process, debug, torchrun restart fix, nccl.vars, env.vars."""
+    """Exported variables, later sources winning: the GPU request, NCCL preset, the nccl
+    keys, threads per process, debug, log_level, torchrun restart fix, nccl.vars, env.vars."""
     nccl = spec.env.nccl
     exports: dict[str, str] = {}
     if spec.resources.gpus_per_node:
         # The bundled trainer then trains on CUDA or stops: never silently on CPU.
         exports["JOBKIT_GPUS_PER_NODE"] = str(spec.resources.gpus_per_node)
-    if nccl.preset == "ethernet":
-        exports["NCCL_IB_DISABLE"] = "1"
-    elif nccl.preset == "infiniband":
-        exports["NCCL_IB_DISABLE"] = "0"
-    if nccl.socket_ifname:
-        exports["NCCL_SOCKET_IFNAME"] = nccl.socket_ifname
-    if nccl.ib_hca:
-        exports["NCCL_IB_HCA"] = nccl.ib_hca
+    exports.update(NCCL_PRESETS[nccl.preset])
+    for key, name in NCCL_KEYS.items():
+        value = getattr(nccl, key)
+        if value is not None:
+            exports[name] = str(value)
     threads = spec.cpus_per_process
     submitit = backend_class(spec.backend).task_per_process  # one task per process: no torchrun
     if threads is not None:
         exports["OMP_NUM_THREADS"] = str(threads)
-    elif spec.launch.launcher == "torchrun" and spec.procs_per_node > 1 and not submitit:
+    elif spec.launch.launcher in NODE_LAUNCHERS and spec.procs_per_node > 1 and not submitit:
         # What torchrun sets anyway for several processes, said here: no warning banner.
         exports["OMP_NUM_THREADS"] = "1"
     if spec.env.debug:
         exports.update(DEBUG_VARS)
-    if spec.launch.launcher == "torchrun" and spec.launch.max_restarts > 0:
+    if spec.env.log_level:
+        exports.update(LOG_LEVEL_VARS[spec.env.log_level])
+    if spec.launch.launcher in ("torchrun", "distributed-launch") and spec.launch.max_restarts > 0:
         # torchrun's store shared with its workers hands restarted workers the previous
         # attempt's addresses on several nodes (pytorch#135712): they fail or hang.
         exports["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"

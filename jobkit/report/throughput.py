@@ -84,6 +84,7 @@ def _median(values: list[float]) -> float | None:
 
 def throughput(records: list[dict[str, Any]]) -> Throughput | None:
     """Medians over the steady part; None without any record."""
+    records = [r for r in records if r.get("split") != "val"]  # evaluations: not a step's speed
     if not records:
         return None
     part = steady(records)

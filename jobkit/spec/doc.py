@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from jobkit.spec import sections, values
+from jobkit.spec import noderange, sections, values
 from jobkit.spec.schema import JobSpec
 from jobkit.spec.walk import iter_fields, section_model
 
@@ -36,6 +36,7 @@ _SPECIAL_TYPES = {
     values._as_argv: "command (string or list)",
     values._as_list: "list of strings (one string allowed)",
     sections._nccl_shorthand: "section or preset name",
+    noderange.node_count: "node count or range MIN:MAX",
     values._job_name: "name",
     values._host: "host name",
     values._env_name: "variable name",
@@ -235,7 +236,10 @@ Checks across keys (each reported at the key named first):
 
 - `run`: exactly one of `run.train` and `run.command`.
 - `ssh.hosts`: backend `ssh` needs at least one host; `resources.nodes` must equal their number.
-- `resources.nodes`: backend `local` runs on one node.
+- `resources.nodes`: backend `local` runs on one node. A range `MIN:MAX` needs a backend that
+  allocates one (slurm; the others refuse it naming the key) and `launch.launcher: torchrun`
+  with `launch.rdzv: c10d`; MIN <= MAX.
+- `env.nccl.nsocks_perthread`: `socket_nthreads` x `nsocks_perthread` at most 64 (NCCL's limit).
 - `launch.launcher`: `srun` needs backend `slurm` or `submitit`; `mpirun` needs `slurm` or `pbs`.
 - `resources.tasks_per_node`: 1 with `torchrun` (one torchrun per node starts every process);
   with `srun`/`mpirun` it must equal `launch.nproc_per_node`.
@@ -271,6 +275,44 @@ the launcher; give one of the two, not both. With `nproc_per_node: 4` and
 Neither given: nothing is asked for (PBS: 1 CPU per task), and a torchrun starting several
 processes gets `OMP_NUM_THREADS=1` (what torchrun sets anyway, without its warning banner).
 
+## Logging and debugging: `env.log_level`, `env.debug`
+
+Exported into the job's environment (before `env.nccl.vars` and `env.vars`, which win):
+
+| `log_level` | `JOBKIT_LOG_LEVEL`, `LOGLEVEL` | `TORCH_CPP_LOG_LEVEL` | and |
+|---|---|---|---|
+| `DEBUG` | `DEBUG` | `INFO` | `TORCH_DISTRIBUTED_DEBUG=DETAIL` |
+| `INFO` | `INFO` | `INFO` | |
+| `WARNING` | `WARNING` | `WARNING` | |
+| `ERROR` | `ERROR` | `ERROR` | |
+
+`debug: true` exports `TORCH_DISTRIBUTED_DEBUG=DETAIL`, `TORCH_CPP_LOG_LEVEL=INFO`,
+`TORCH_SHOW_CPP_STACKTRACES=1`, `TORCH_NCCL_ASYNC_ERROR_HANDLING=1`, `NCCL_DEBUG=INFO`,
+`NCCL_DEBUG_SUBSYS=INIT,NET`, `PYTHONFAULTHANDLER=1`, `LOGLEVEL=INFO` and
+`CUDA_LAUNCH_BLOCKING=1`.
+
+`JOBKIT_LOG_LEVEL` is the bundled trainer's level (train/runlog.py): DEBUG adds `debug:` lines
+(the process group it joins, with MASTER_ADDR/PORT) to the console and `rank-R.log`; WARNING
+keeps only warnings on the console, ERROR nothing; `rank-R.log` always keeps every INFO line
+(`jobkit doctor` and `plot` read it). `LOGLEVEL` is torchrun's own level (at INFO it logs its
+launch configuration and rendezvous result). `TORCH_CPP_LOG_LEVEL` has no DEBUG: INFO is its
+most verbose. With both keys, `log_level` wins for `LOGLEVEL` and `TORCH_CPP_LOG_LEVEL`.
+`CUDA_LAUNCH_BLOCKING=1` makes a CUDA error name the kernel that caused it, at a large cost in
+speed: for debugging only.
+
+## NCCL: `env.nccl`
+
+| preset | exports |
+|---|---|
+| `auto` (default) | nothing: NCCL decides |
+| `ethernet` | `NCCL_IB_DISABLE=1 NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4` |
+| `infiniband` | `NCCL_IB_DISABLE=0` |
+
+Then the keys, each winning over the preset: `socket_ifname` (`NCCL_SOCKET_IFNAME`), `ib_hca`
+(`NCCL_IB_HCA`), `ib_gid_index` (`NCCL_IB_GID_INDEX`), `p2p_level` (`NCCL_P2P_LEVEL`),
+`socket_nthreads` (`NCCL_SOCKET_NTHREADS`), `nsocks_perthread` (`NCCL_NSOCKS_PERTHREAD`);
+then `env.nccl.vars` (any `NCCL_*`), then `env.vars`. Every value is exported quoted.
+
 ## Value formats
 
 - **duration** (`resources.time`): minutes as a number (`90`), `HH:MM:SS`, `D-HH:MM:SS` or
@@ -284,8 +326,11 @@ processes gets `OMP_NUM_THREADS=1` (what torchrun sets anyway, without its warni
 - Text is taken as written, quoted or not: `account: 0123` is "0123" (not YAML 1.1's octal 83),
   `env.vars: {TAG: 1.10}` exports `1.10`, `partition: on` is the partition "on", trainer
   overrides reach `--set` as written (`optim.lr: 3.0e-4`).
-- Numbers (`resources.nodes`, ports...) refuse the forms YAML 1.1 reads surprisingly: `010`
-  (octal 8) and `1:30` (base-60 90) are errors that say how to write the number.
+- **node count or range** (`resources.nodes`): a number, or `MIN:MAX` for an elastic job
+  (`nodes: 2:4`, unquoted is fine: YAML 1.1 alone would read the base-60 number 124). It is
+  short for `nodes: 2` and `max_nodes: 4`; `2:2` is just 2. `010` is refused.
+- Numbers (ports, counts...) refuse the forms YAML 1.1 reads surprisingly: `010` (octal 8)
+  and `1:30` (base-60 90) are errors that say how to write the number.
 - Booleans take YAML's words (`yes`/`no`/`on`/`off`/`true`/`false`); `~`, `null` or nothing
   means "not set".
 - Keys are taken as written: `on:` is the key `on`, not `true`.

@@ -138,7 +138,8 @@ def _set(data: Any, path: KeyPath, value: str) -> None:
     target[path[-1]] = value
 
 
-def _refuse_misread_number(path: KeyPath, text: str, locate: Locate) -> None:
+def misread_number(text: str) -> str | None:
+    """Why an unquoted number as written is refused (base-60 or octal to YAML 1.1), or None."""
     if _BASE_60.match(text):
         meaning = "a base-60 number"
         advice = "write the plain number you mean"
@@ -146,15 +147,19 @@ def _refuse_misread_number(path: KeyPath, text: str, locate: Locate) -> None:
         meaning = "an octal number"
         advice = f"write {text.lstrip('+-0').replace('_', '') or '0'}, without the leading zero"
     else:
+        return None
+    return (
+        f"{text} is {meaning} to YAML 1.1 ({_yaml_value(text)}), which is surely not what you"
+        f" mean: {advice}"
+    )
+
+
+def _refuse_misread_number(path: KeyPath, text: str, locate: Locate) -> None:
+    message = misread_number(text)
+    if message is None:
         return
     file, line = locate(path)
-    raise SpecError(
-        f"{text} is {meaning} to YAML 1.1 ({_yaml_value(text)}), which is surely not what you"
-        f" mean: {advice}",
-        file=file,
-        line=line,
-        key=format_path(path),
-    )
+    raise SpecError(message, file=file, line=line, key=format_path(path))
 
 
 def _yaml_value(text: str) -> str:

@@ -22,6 +22,9 @@ from jobkit.spec.model import StrictModel
 from jobkit.spec.sections import Env, Launch, Logs, Monitor, Resources, Run, Scheduler, Ssh
 from jobkit.spec.values import BackendName, JobName, SafeStr
 
+NODE_LAUNCHERS = ("torchrun", "distributed-launch", "spawn")
+"""Launchers started once per node, which start that node's processes themselves."""
+
 
 class JobSpec(StrictModel):
     """A whole job: the top level of a job YAML."""
@@ -58,10 +61,11 @@ class JobSpec(StrictModel):
 
     @property
     def tasks_per_node(self) -> int:
-        """Scheduler tasks per node: one torchrun per node, else one task per process."""
+        """Scheduler tasks per node: one launcher per node (torchrun, distributed-launch,
+        spawn), else one task per process."""
         if self.resources.tasks_per_node is not None:
             return self.resources.tasks_per_node
-        return 1 if self.launch.launcher == "torchrun" else self.procs_per_node
+        return 1 if self.launch.launcher in NODE_LAUNCHERS else self.procs_per_node
 
     @property
     def world_size(self) -> int:
@@ -96,14 +100,17 @@ def check_cross_fields(spec: JobSpec) -> None:
     """Checks that involve several keys; raise CrossFieldError naming the key to fix."""
     res, launch = spec.resources, spec.launch
     _check_launcher(spec)
-    if launch.launcher == "torchrun" and res.tasks_per_node not in (None, 1):
+    _check_node_range(spec)
+    _check_node_launcher(spec)
+    if launch.launcher in NODE_LAUNCHERS and res.tasks_per_node not in (None, 1):
         raise CrossFieldError(
             "resources.tasks_per_node",
-            "must be 1 with launcher torchrun (one torchrun per node starts the processes;"
+            f"must be 1 with launcher {launch.launcher} (one {launch.launcher} per node starts the"
+            " processes;"
             f" several would each claim every GPU; got {res.tasks_per_node})",
         )
     if (
-        launch.launcher != "torchrun"
+        launch.launcher not in NODE_LAUNCHERS
         and res.tasks_per_node is not None
         and (res.tasks_per_node != spec.procs_per_node)
     ):
@@ -128,6 +135,61 @@ def check_cross_fields(spec: JobSpec) -> None:
         raise CrossFieldError("resources.gpu_type", "needs resources.gpus_per_node >= 1")
     if spec.scheduler.mail_type and not spec.scheduler.mail_user:
         raise CrossFieldError("scheduler.mail_user", "is needed when scheduler.mail_type is set")
+
+
+def _check_node_launcher(spec: JobSpec) -> None:
+    """spawn: one node, the bundled trainer only; pdsh: ssh options pdsh can pass on."""
+    if spec.launch.launcher == "spawn":
+        if spec.resources.nodes > 1:
+            raise CrossFieldError(
+                "launch.launcher",
+                f"spawn starts the processes of one node (resources.nodes is"
+                f" {spec.resources.nodes}): use torchrun or distributed-launch for several",
+            )
+        if spec.run.command is not None:
+            raise CrossFieldError(
+                "launch.launcher",
+                "spawn starts the bundled trainer's processes (run.train); a run.command"
+                " program that spawns its own processes runs with torchrun and nproc_per_node 1",
+            )
+    if spec.ssh.fanout == "pdsh":
+        if len(set(spec.ssh.hosts)) != len(spec.ssh.hosts):
+            raise CrossFieldError(
+                "ssh.hosts",
+                "must be distinct with ssh.fanout pdsh (its output is told apart by host name)",
+            )
+        for key, values in (
+            ("ssh.options", list(spec.ssh.options)),
+            ("ssh.identity_file", [spec.ssh.identity_file or ""]),
+            ("ssh.user", [spec.ssh.user or ""]),
+        ):
+            if any(char.isspace() or char == "%" for value in values for char in value):
+                raise CrossFieldError(
+                    key,
+                    "must hold no spaces or % with ssh.fanout pdsh (PDSH_SSH_ARGS is split at"
+                    " spaces and expands %)",
+                )
+
+
+def _check_node_range(spec: JobSpec) -> None:
+    """An elastic range (nodes MIN:MAX) needs a backend that allocates one, and torchrun with
+    c10d rendezvous to start on however many nodes came."""
+    res = spec.resources
+    if res.max_nodes is None:
+        return
+    shown = f"{res.nodes}:{res.max_nodes}"
+    if not backend_class(spec.backend).node_ranges:
+        able = [name for name in builtin_names() if backend_class(name).node_ranges]
+        raise CrossFieldError(
+            "resources.nodes",
+            f"the {spec.backend} backend cannot run a node range ({shown}): give one number,"
+            f" or use the {' or '.join(able)} backend",
+        )
+    if spec.launch.launcher != "torchrun" or spec.launch.rdzv != "c10d":
+        raise CrossFieldError(
+            "resources.nodes",
+            f"a node range ({shown}) needs launch.launcher torchrun with launch.rdzv c10d",
+        )
 
 
 def _check_launcher(spec: JobSpec) -> None:

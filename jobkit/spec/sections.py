@@ -14,6 +14,7 @@ from pydantic import (
 
 from jobkit.core.errors import CrossFieldError
 from jobkit.spec.model import StrictModel
+from jobkit.spec.noderange import node_count, split_node_range
 from jobkit.spec.values import (
     Argv,
     DurationSeconds,
@@ -34,7 +35,20 @@ from jobkit.spec.values import (
 class Resources(StrictModel):
     """What the job asks the scheduler for."""
 
-    nodes: int = Field(1, ge=1, le=100_000, description="Number of nodes (hosts).")
+    nodes: Annotated[int, BeforeValidator(node_count), SourceText()] = Field(
+        1,
+        ge=1,
+        le=100_000,
+        description="Number of nodes (hosts); MIN:MAX (`2:4`, unquoted is fine) asks for an"
+        " elastic range: nodes is then MIN and max_nodes MAX.",
+    )
+    max_nodes: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="Elastic jobs: the most nodes (nodes is the least); Slurm only, launcher"
+        " torchrun with c10d rendezvous (docs/e2e.md).",
+    )
     gpus_per_node: int = Field(0, ge=0, le=64, description="GPUs per node (0: CPU job).")
     gpu_type: SafeStr | None = Field(None, description="GPU model for gres/ngpus, e.g. a100.")
     tasks_per_node: int | None = Field(
@@ -69,6 +83,23 @@ class Resources(StrictModel):
     constraint: SafeStr | None = Field(None, description="Node features (Slurm --constraint).")
     exclusive: bool = Field(False, description="Ask for whole nodes.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _node_range(cls, data: object) -> object:
+        """`nodes: MIN:MAX` is short for nodes: MIN, max_nodes: MAX."""
+        return split_node_range(data)
+
+    @model_validator(mode="after")
+    def _check_node_range(self) -> Resources:
+        if self.max_nodes is not None and self.max_nodes < self.nodes:
+            raise CrossFieldError(
+                "resources.max_nodes",
+                f"must be at least resources.nodes ({self.nodes}; got {self.max_nodes})",
+            )
+        if self.max_nodes == self.nodes:
+            self.max_nodes = None  # 2:2 is just 2
+        return self
+
 
 class Scheduler(StrictModel):
     """Scheduler behaviour beyond resources."""
@@ -100,17 +131,46 @@ class Nccl(StrictModel):
     """NCCL network settings: a preset plus overrides."""
 
     preset: Literal["auto", "ethernet", "infiniband"] = Field(
-        "auto", description="auto: NCCL decides; ethernet: sockets only; infiniband: IB verbs."
+        "auto",
+        description="auto: NCCL decides; ethernet: sockets only, 4 threads x 4 sockets;"
+        " infiniband: IB verbs (docs/spec.md, NCCL presets).",
     )
     socket_ifname: SafeStr | None = Field(None, description="NCCL_SOCKET_IFNAME, e.g. eth0.")
     ib_hca: SafeStr | None = Field(None, description="NCCL_IB_HCA, e.g. mlx5.")
+    ib_gid_index: int | None = Field(
+        None, ge=0, le=255, description="NCCL_IB_GID_INDEX (RoCE: often 3)."
+    )
+    p2p_level: Literal["LOC", "NVL", "PIX", "PXB", "PHB", "SYS"] | None = Field(
+        None, description="NCCL_P2P_LEVEL: how far apart two GPUs may be for peer-to-peer."
+    )
+    socket_nthreads: int | None = Field(
+        None, ge=1, le=16, description="NCCL_SOCKET_NTHREADS (ethernet preset: 4)."
+    )
+    nsocks_perthread: int | None = Field(
+        None, ge=1, le=64, description="NCCL_NSOCKS_PERTHREAD (ethernet preset: 4)."
+    )
     vars: dict[EnvName, ScalarValue] = Field(
         default_factory=dict, description="Any NCCL_* overrides."
     )
 
+    @model_validator(mode="after")
+    def _check_sockets(self) -> Nccl:
+        threads, socks = self.socket_nthreads, self.nsocks_perthread
+        if threads is not None and socks is not None and threads * socks > 64:
+            raise CrossFieldError(
+                "env.nccl.nsocks_perthread",
+                f"NCCL allows at most 64 sockets: socket_nthreads x nsocks_perthread is"
+                f" {threads} x {socks}",
+            )
+        return self
+
 
 def _nccl_shorthand(value: object) -> object:
     return {"preset": value} if isinstance(value, str) else value
+
+
+def _upper(value: object) -> object:
+    return value.upper() if isinstance(value, str) else value
 
 
 class Env(StrictModel):
@@ -137,18 +197,30 @@ class Env(StrictModel):
         default_factory=Nccl,
         description="NCCL network settings; a preset name alone is short for {preset: NAME}.",
     )
+    log_level: (
+        Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR"], BeforeValidator(_upper)] | None
+    ) = Field(
+        None,
+        description="The bundled trainer's console level, torchrun's LOGLEVEL and"
+        " TORCH_CPP_LOG_LEVEL; DEBUG adds TORCH_DISTRIBUTED_DEBUG=DETAIL (docs/spec.md,"
+        " Logging and debugging).",
+    )
     debug: bool = Field(
-        False, description="TORCH_DISTRIBUTED_DEBUG=DETAIL, NCCL_DEBUG=INFO and friends."
+        False,
+        description="CUDA_LAUNCH_BLOCKING=1, TORCH_DISTRIBUTED_DEBUG=DETAIL, NCCL_DEBUG=INFO and"
+        " friends (docs/spec.md, Logging and debugging).",
     )
 
 
 class Launch(StrictModel):
     """How processes are started on each node."""
 
-    launcher: Literal["torchrun", "srun", "mpirun"] = Field(
+    launcher: Literal["torchrun", "srun", "mpirun", "spawn", "distributed-launch"] = Field(
         "torchrun",
         description="torchrun: one per node starts the processes; srun / mpirun: one task per"
-        " process, started by the scheduler.",
+        " process, started by the scheduler; spawn: the bundled trainer starts its own"
+        " processes with torch.multiprocessing (one node); distributed-launch: the legacy"
+        " `python -m torch.distributed.launch --use_env`, one per node like torchrun.",
     )
     nproc_per_node: int | Literal["auto"] = Field(
         "auto", description="Processes per node; auto: gpus_per_node, or 1 without GPUs."
@@ -160,6 +232,19 @@ class Launch(StrictModel):
         "c10d", description="torchrun rendezvous: c10d (elastic) or static (--node-rank)."
     )
     max_restarts: int = Field(0, ge=0, le=100, description="torchrun worker restarts.")
+    preflight: bool = Field(
+        False,
+        description="Before the program: on every node check the GPUs, TCP to"
+        " MASTER_ADDR:MASTER_PORT and an all-reduce over every rank; a failure stops the job"
+        " with one line naming the node (docs/preflight.md).",
+    )
+    rdzv_timeout: int | None = Field(
+        None,
+        ge=1,
+        le=86_400,
+        description="c10d rendezvous: seconds to wait for the nodes to join (torchrun"
+        " --rdzv-conf join_timeout; default torch's 600).",
+    )
 
     @model_validator(mode="after")
     def _check_ranges(self) -> Launch:
@@ -170,6 +255,10 @@ class Launch(StrictModel):
         if isinstance(self.master_port, int) and not 1024 <= self.master_port <= 65535:
             raise CrossFieldError(
                 "launch.master_port", f"must be between 1024 and 65535 (got {self.master_port})"
+            )
+        if self.preflight and self.launcher == "mpirun":
+            raise CrossFieldError(
+                "launch.preflight", "needs launcher torchrun or srun (mpirun has no preflight)"
             )
         return self
 
@@ -222,6 +311,13 @@ class Ssh(StrictModel):
     identity_file: SafeStr | None = Field(None, description="Private key file (ssh -i).")
     options: StrList = Field(
         default_factory=list, description="ssh -o options, e.g. StrictHostKeyChecking=accept-new."
+    )
+    fanout: Literal["ssh", "pdsh"] = Field(
+        "ssh",
+        description="How the hosts are reached: ssh: one ssh per host, output in node-N.out;"
+        " pdsh: one `pdsh -R ssh` for every host (it must be installed here), its output"
+        " prefixed with the host name in the job's log and split into node-N.out, the exit"
+        " code the worst host's.",
     )
 
 

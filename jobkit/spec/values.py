@@ -17,7 +17,7 @@ from pydantic import (
 from jobkit.backends.registry import backend_names, builtin_names, is_known
 from jobkit.core.units import parse_duration, parse_memory_mb
 
-LAUNCHERS = ("torchrun", "srun", "mpirun")
+LAUNCHERS = ("torchrun", "srun", "mpirun", "spawn", "distributed-launch")
 
 _FORBIDDEN_CHARS = {"\n": "newline", "\r": "carriage return", "\x00": "NUL"}
 

@@ -141,7 +141,10 @@ def test_cancel_running_job(workdir: Path, jobkit: Invoke) -> None:
 
 def test_refusal_is_shown_verbatim_and_recorded_failed(workdir: Path, jobkit: Invoke) -> None:
     spec = slurm_spec(workdir, "refused", "true")
-    result = jobkit("submit", str(spec), "--set", "resources.partition=nosuchpartition")
+    # --no-check: sbatch's own refusal (jobkit check would stop the job first, tests/check)
+    result = jobkit(
+        "submit", str(spec), "--no-check", "--set", "resources.partition=nosuchpartition"
+    )
     assert result.code == 1
     assert "sbatch: error: Batch job submission failed: Invalid partition name specified" in (
         result.err

@@ -11,7 +11,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
 
 PACKAGES=(slurm-wlm slurmdbd munge mariadb-server mariadb-client slurm-wlm-torque
-    openssh-server openssh-client shellcheck)
+    openssh-server openssh-client shellcheck pdsh)
 
 started_at=$SECONDS
 

@@ -6,6 +6,7 @@ loss, time...); the real trainer writing them across restarts is tests/plot/test
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -111,3 +112,35 @@ def test_resume_lines_of_the_rank0_log(tmp_path: Path) -> None:
     at = time.mktime((2026, 1, 2, 3, 4, 9, 0, 0, -1))
     assert read_resumes(log) == [Resume(10, at)]
     assert read_resumes(tmp_path / "absent.log") == []
+
+
+def test_an_evaluation_record_joins_its_steps_record(tmp_path: Path) -> None:
+    """The trainer writes an evaluation as its own record (`"split": "val"`) after the
+    step's; read, it is part of that step's record, so the step does not look repeated (a
+    restart). One at a step without a training record stays a record of its own."""
+    path = tmp_path / "metrics.jsonl"
+    lines = [
+        rec(5, 5),
+        {"step": 5, "epoch": 0, "split": "val", "val_loss": 0.9, "time": T0 + 6},
+        {"step": 8, "epoch": 1, "split": "val", "val_loss": 0.7, "time": T0 + 8},
+        rec(10, 10),
+        rec(9, 20),  # a restart from step 8
+        {"step": 9, "epoch": 1, "split": "val", "val_loss": 0.8, "time": T0 + 21},
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    records = read_metrics(path).records
+    assert [(r["step"], r.get("loss"), r.get("val_loss")) for r in records] == [
+        (5, 1.0, 0.9),
+        (8, None, 0.7),
+        (10, 1.0, None),
+        (9, 1.0, 0.8),
+    ]
+    assert records[0]["time"] == T0 + 5 and "split" not in records[0]
+    joined = join(records)
+    assert [a.first_step for a in joined.attempts] == [5, 9]
+    assert "val_loss" in joined.metrics()
+    assert [(r["step"], r.get("val_loss")) for r in joined.records] == [
+        (5, 0.9),
+        (8, 0.7),
+        (9, 0.8),
+    ]

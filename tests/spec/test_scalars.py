@@ -81,9 +81,9 @@ def test_the_same_from_set_and_from_a_profile(tmp_path: Path) -> None:
             " not what you mean: write 10, without the leading zero",
         ),
         (
-            "  nodes: 1:30",
-            "job.yaml:4: resources.nodes: 1:30 is a base-60 number to YAML 1.1 (90), which is"
-            " surely not what you mean: write the plain number you mean",
+            "  cpus_per_task: 1:30",
+            "job.yaml:4: resources.cpus_per_task: 1:30 is a base-60 number to YAML 1.1 (90),"
+            " which is surely not what you mean: write the plain number you mean",
         ),
         ("  mem: 1e3", "job.yaml:4: resources.mem: must be a size like 32G or 500M (got '1e3')"),
         ("  mem: 0x20", "job.yaml:4: resources.mem: must be a size like 32G or 500M (got '0x20')"),

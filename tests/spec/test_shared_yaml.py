@@ -106,7 +106,8 @@ def test_loader_errors_are_the_same_line(
 JOB = "name: t\nbackend: slurm\nrun:\n  command: prog\n"
 TEXT_KEYS = {"jobkit": ("resources", "partition"), "trainer": ("logging", "dir")}
 BOOL_KEYS = {"jobkit": ("scheduler", "requeue"), "trainer": ("distributed", "static_graph")}
-INT_KEYS = {"jobkit": ("resources", "nodes"), "trainer": ("train", "steps")}
+# (Not resources.nodes: there `1:30` is a node range, tests/spec/test_node_range.py.)
+INT_KEYS = {"jobkit": ("resources", "cpus_per_task"), "trainer": ("train", "steps")}
 
 
 def _typed(side: str, key: tuple[str, str], text: str, tmp_path: Path) -> object:
@@ -116,7 +117,8 @@ def _typed(side: str, key: tuple[str, str], text: str, tmp_path: Path) -> object
         path.write_text(JOB + f"{section}:\n  {name}: {text}\n")
         return getattr(getattr(load_spec(path, profile_dirs=[]).spec, section), name)
     path = tmp_path / "c.yaml"
-    path.write_text(MINIMAL + f"{section}:\n  {name}: {text}\n")
+    length = "" if section == "train" else "train:\n  steps: 5\n"  # the one length key
+    path.write_text(MINIMAL + f"{section}:\n  {name}: {text}\n" + length)
     return getattr(getattr(load_config(str(path)).config, section), name)
 
 
@@ -156,7 +158,10 @@ def test_a_number_key_refuses_misread_numbers(
 
 def test_the_trainer_reads_bundled_args_by_their_type(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
-    path.write_text("data:\n  batch_size_per_rank: 8\n  name: chars\n  args:\n    path: 0123\n")
+    path.write_text(
+        "train:\n  steps: 5\ndata:\n  batch_size_per_rank: 8\n  name: chars\n  args:\n"
+        "    path: 0123\n"
+    )
     assert load_config(str(path)).config.data.args["path"] == "0123"
 
 

@@ -19,6 +19,7 @@ from train.config import (
 )
 
 MINIMAL = "data:\n  batch_size_per_rank: 8\n"
+RUNNABLE = MINIMAL + "train:\n  steps: 5\n"
 
 FILE_ERRORS = {
     "wrong type": (
@@ -28,12 +29,12 @@ FILE_ERRORS = {
     "unknown section": (
         MINIMAL + "trian:\n  steps: 3\n",
         "{f}:3: trian: unknown key (expected one of: name, model, data, optim, train, amp,"
-        " distributed, checkpoint, logging)",
+        " distributed, checkpoint, logging, eval, profile)",
     ),
     "unknown key in a section": (
         MINIMAL + "train:\n  step: 3\n",
-        "{f}:4: train.step: unknown key (expected one of: steps, grad_accum_steps, seed, device,"
-        " stop_after_step, preempt_signals, stop_vote_every_s)",
+        "{f}:4: train.step: unknown key (expected one of: steps, epochs, grad_accum_steps, seed,"
+        " device, stop_after_step, preempt_signals, stop_vote_every_s)",
     ),
     "not one of the choices": (
         MINIMAL + "optim:\n  name: adam\n",
@@ -52,11 +53,11 @@ FILE_ERRORS = {
         "{f}:4: train.steps: must be >= 1 (got 0)",
     ),
     "bundled model argument": (
-        "model:\n  name: mlp\n  args:\n    hidden: 8\n    width: 3\n" + MINIMAL,
+        "model:\n  name: mlp\n  args:\n    hidden: 8\n    width: 3\n" + RUNNABLE,
         "{f}:5: model.args.width: unknown key (expected one of: hidden, depth, dropout)",
     ),
     "cross-field check inside model args": (
-        "model:\n  name: transformer\n  args:\n    d_model: 64\n    n_heads: 5\n" + MINIMAL,
+        "model:\n  name: transformer\n  args:\n    d_model: 64\n    n_heads: 5\n" + RUNNABLE,
         "{f}:5: model.args.n_heads: must divide d_model (64; got 5)",
     ),
     "bad list item": (
@@ -104,7 +105,7 @@ SET_ERRORS = {
     "unknown section": (
         ["foo.bar=1"],
         "--set foo.bar: unknown key (expected one of: name, model, data, optim, train, amp,"
-        " distributed, checkpoint, logging)",
+        " distributed, checkpoint, logging, eval, profile)",
     ),
     "no value": (
         ["train.steps"],
@@ -235,7 +236,7 @@ def test_overrides_apply_typed() -> None:
 
 
 def test_yaml_off_means_off(tmp_path: Path) -> None:
-    path = write(tmp_path, MINIMAL + "amp:\n  dtype: off\n")
+    path = write(tmp_path, RUNNABLE + "amp:\n  dtype: off\n")
     assert load_config(str(path)).config.amp.dtype == "off"
 
 
@@ -246,7 +247,7 @@ def test_bundled_configs_load() -> None:
 
 
 def test_path_is_used_when_no_bundled_name_matches(tmp_path: Path) -> None:
-    path = write(tmp_path, MINIMAL)
+    path = write(tmp_path, RUNNABLE)
     loaded = load_config(str(path))
     assert loaded.path == path
     assert loaded.config.name == "bad"  # default name: the file's stem

@@ -38,6 +38,9 @@ from jobkit.core.run_files import read_exit_file
 from jobkit.core.states import State
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from jobkit.backends.preflight import Preflight
     from jobkit.backends.waiting import WaitInfo
     from jobkit.core.usage import Usage
     from jobkit.spec.schema import JobSpec
@@ -90,6 +93,12 @@ class SgeBackend(BatchScheduler):
     def submit_argv(self, request: SubmitRequest) -> list[str]:
         """`qsub -terse <script>`, run in the submission directory."""
         return ["qsub", "-terse", str(request.script_path)]
+
+    def preflight(self, spec: JobSpec, script: str, workdir: Path, *, thorough: bool) -> Preflight:
+        """`qsub -w v` and the queue's h_rt (thorough only: sge/preflight.py)."""
+        from jobkit.backends.sge.preflight import preflight
+
+        return preflight(spec, script, workdir, thorough=thorough, timeout=self.query_timeout_s)
 
     def parse_submit_output(self, argv: list[str], stdout: str, stderr: str) -> str:
         """The job number qsub -terse prints (`123`, `123.1-3:1` for an array)."""

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobkit.backends.base import Observation, SubmitRequest, TrackedJob
+from jobkit.backends.base import Allocation, Observation, SubmitRequest, TrackedJob
 from jobkit.backends.batch import BatchScheduler
 from jobkit.core.conventions import job_log_paths
 from jobkit.core.errors import JobkitError, SchedulerError, SpecError
@@ -22,6 +22,7 @@ from jobkit.core.run_files import read_exit_file
 from jobkit.core.states import State
 
 if TYPE_CHECKING:  # the parsers and proc load when a command runs: render stays quick
+    from jobkit.backends.preflight import Preflight
     from jobkit.backends.slurm.tasks import TaskMap
     from jobkit.backends.waiting import Explanation, WaitInfo
     from jobkit.core.usage import Usage
@@ -36,7 +37,8 @@ class SlurmBackend(BatchScheduler):
 
     name = "slurm"
     template = "slurm/job.sh.j2"
-    launchers = ("torchrun", "srun", "mpirun")
+    launchers = ("torchrun", "srun", "mpirun", "spawn", "distributed-launch")
+    node_ranges = True
 
     @classmethod
     def check_script(cls, spec: JobSpec, script: str) -> None:
@@ -89,6 +91,13 @@ class SlurmBackend(BatchScheduler):
         job = SlurmId.parse(scheduler_id).job
         job_id = f"{job}_{{task}}" if spec.scheduler.array else job
         return job_log_paths(request.workdir, spec.logs.dir, spec.name, job_id)
+
+    def preflight(self, spec: JobSpec, script: str, workdir: Path, *, thorough: bool) -> Preflight:
+        """Partition, nodes, memory directives; thorough: sacctmgr association and QoS
+        limits and `sbatch --test-only` (slurm/preflight.py)."""
+        from jobkit.backends.slurm.preflight import preflight
+
+        return preflight(spec, script, workdir, thorough=thorough, timeout=self.query_timeout_s)
 
     # -- polling ----------------------------------------------------------------------------
 
@@ -244,6 +253,23 @@ class SlurmBackend(BatchScheduler):
             if token and token not in found:
                 extra[token] = fields[1].split("_")[0].strip()
         return extra
+
+    # -- interactive ------------------------------------------------------------------------
+
+    def interactive_argv(
+        self, spec: JobSpec, script: str, inner: Sequence[str]
+    ) -> list[str] | None:
+        """`salloc` with the script's #SBATCH options, then `srun --pty` (slurm/interactive.py)."""
+        from jobkit.backends.slurm.interactive import salloc_argv
+
+        return salloc_argv(script, inner)
+
+    @classmethod
+    def current_allocation(cls, environ: Mapping[str, str]) -> Allocation | None:
+        """SLURM_JOB_ID (array task: `A_T`) inside salloc, srun or a batch job."""
+        from jobkit.backends.slurm.interactive import current_allocation
+
+        return current_allocation(environ)
 
     # -- cancel -----------------------------------------------------------------------------
 

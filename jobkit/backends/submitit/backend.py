@@ -204,6 +204,12 @@ class SubmititBackend(Backend):
                 "must not contain % with the submitit backend (submitit reads %j, %t... in its"
                 f" folder; got {spec.logs.dir!r})",
             )
+        if spec.launch.preflight:
+            raise CrossFieldError(
+                "launch.preflight",
+                "the submitit backend runs no jobkit script, so it cannot run the preflight:"
+                " use backend slurm (the same cluster, jobkit's script) or leave it off",
+            )
 
     def script(self, spec: JobSpec, template_dir: Path | None, workdir: Path) -> str:
         """The sbatch file submitit writes for this job (no jobkit template)."""

@@ -30,6 +30,20 @@ export JOBKIT_RUN_DIR
 mkdir -p -- "$JOBKIT_RUN_DIR"
 # A requeued job keeps its run folder: forget the previous run's note of a failure.
 rm -f -- "$JOBKIT_RUN_DIR/failure"
+# logs.dir/latest -> this run folder (docs/logs.md); made aside, renamed over the old link.
+jobkit_link() {
+  local tmp="$jobkit_logs_dir/.$2.$JOBKIT_JOB_ID.$$.tmp"
+  if ! { ln -sfn -- "$1" "$tmp" && mv -fT -- "$tmp" "$jobkit_logs_dir/$2"; }; then
+    rm -f -- "$tmp"
+    return 1
+  fi
+}
+jobkit_link quickstart-"$JOBKIT_JOB_ID" latest 2>/dev/null || true
+for (( jobkit_i = 0; jobkit_i < 1; jobkit_i++ )); do
+  # Their target never changes: a link already there is right.
+  [[ -L "$jobkit_logs_dir/latest-node-$jobkit_i.out" ]] ||
+    jobkit_link "latest/node-$jobkit_i.out" "latest-node-$jobkit_i.out" 2>/dev/null || true
+done
 
 # Hosts in allocation order: the first one hosts the rendezvous.
 mapfile -t jobkit_hosts < <(scontrol show hostnames "$SLURM_JOB_NODELIST")

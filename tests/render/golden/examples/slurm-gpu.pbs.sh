@@ -34,6 +34,20 @@ export JOBKIT_RUN_DIR
 mkdir -p -- "$JOBKIT_RUN_DIR"
 # A requeued job keeps its run folder: forget the previous run's note of a failure.
 rm -f -- "$JOBKIT_RUN_DIR/failure"
+# logs.dir/latest -> this run folder (docs/logs.md); made aside, renamed over the old link.
+jobkit_link() {
+  local tmp="$jobkit_logs_dir/.$2.$JOBKIT_JOB_ID.$$.tmp"
+  if ! { ln -sfn -- "$1" "$tmp" && mv -fT -- "$tmp" "$jobkit_logs_dir/$2"; }; then
+    rm -f -- "$tmp"
+    return 1
+  fi
+}
+jobkit_link slurm-gpu-"$JOBKIT_JOB_ID" latest 2>/dev/null || true
+for (( jobkit_i = 0; jobkit_i < 1; jobkit_i++ )); do
+  # Their target never changes: a link already there is right.
+  [[ -L "$jobkit_logs_dir/latest-node-$jobkit_i.out" ]] ||
+    jobkit_link "latest/node-$jobkit_i.out" "latest-node-$jobkit_i.out" 2>/dev/null || true
+done
 # From here on, this script's output goes to LOGS_DIR/NAME-JOBID.out and .err.
 exec >>"$jobkit_logs_dir"/slurm-gpu-"$JOBKIT_JOB_ID".out \
   2>>"$jobkit_logs_dir"/slurm-gpu-"$JOBKIT_JOB_ID".err
@@ -220,8 +234,13 @@ jobkit_launch_node() {
       rc=$(<"$JOBKIT_RUN_DIR/node-$1.exit")
     fi
   else
+    # Host I writes node-I-YYYYmmdd-HHMMSS.out (when it started); node-I.out links to it, the
+    # name jobkit logs, doctor and the latest-node-I.out links read (docs/logs.md).
+    local name
+    name="node-$1-$(date +%Y%m%d-%H%M%S).out"
+    ln -sfn -- "$name" "$JOBKIT_RUN_DIR/node-$1.out"
     jobkit_run_on_node "$1" "$(jobkit_node_script "$1")" \
-      </dev/null >"$JOBKIT_RUN_DIR/node-$1.out" 2>&1 || rc=$?
+      </dev/null >"$JOBKIT_RUN_DIR/$name" 2>&1 || rc=$?
   fi
   return "$rc"
 }
@@ -343,6 +362,118 @@ jobkit_exit_code() {
 jobkit_write_exit_code() {
   echo "$1" >"$jobkit_exit_file.tmp"
   mv -f -- "$jobkit_exit_file.tmp" "$jobkit_exit_file"
+}
+
+# ---- ssh.fanout pdsh: one pdsh starts every host ----------------------------------------------
+# The including script defines jobkit_pdsh (pdsh and its options; PDSH_SSH_ARGS exported).
+# Each host runs the same command; pdsh puts the host's place in the list (%n) into it, and
+# prefixes each line of output with the host name ("n1: ..."). Those lines go to the launcher's
+# own output as they are, and without the prefix into node-I.out. pdsh says "HOST: ssh exited
+# with exit code N" as each failing host ends: that host's code is noted in pdsh-exits, and the
+# first failure stops the others as with one ssh per host. Stopping and killing still reach
+# each host by jobkit_run_on_node (ssh).
+jobkit_pdsh_pid=""
+jobkit_pdsh_worst=""  # the worst exit code of the hosts that failed on their own
+
+# pdsh's output, copied to stdout and split into node-I.out by its "HOST: " prefix.
+jobkit_pdsh_split() {
+  JOBKIT_PDSH_HOSTS="${jobkit_hosts[*]}" awk '
+    BEGIN {
+      n = split(ENVIRON["JOBKIT_PDSH_HOSTS"], hosts, " ")
+      for (i = n; i >= 1; i--) { node[hosts[i]] = i - 1 }
+      exits = ENVIRON["JOBKIT_RUN_DIR"] "/pdsh-exits"
+    }
+    { print; fflush() }
+    /^pdsh@[^ ]*: [^ ]*: ssh exited with exit code [0-9]+$/ {
+      host = $2; sub(/:$/, "", host)
+      if (host in node) { print node[host], $NF >> exits; fflush(exits) }
+      next
+    }
+    {
+      p = index($0, ": ")
+      if (p > 0 && (substr($0, 1, p - 1) in node)) {
+        f = ENVIRON["JOBKIT_RUN_DIR"] "/node-" node[substr($0, 1, p - 1)] ".out"
+        print substr($0, p + 2) >> f
+        fflush(f)
+      }
+    }'
+}
+
+jobkit_start_nodes_pdsh() {
+  local code hostlist i
+  # The node script travels inside the command as base64: no quoting, no %, no stdin needed.
+  code=$(jobkit_node_script '"$1"' | base64 -w 0)
+  hostlist=$(IFS=,; echo "${jobkit_hosts[*]}")
+  rm -f -- "$JOBKIT_RUN_DIR/pdsh-exits"
+  for i in "${!jobkit_hosts[@]}"; do
+    : >"$JOBKIT_RUN_DIR/node-$i.out"
+  done
+  echo "jobkit: pdsh -w $hostlist"
+  set -m
+  (
+    # shellcheck disable=SC2154  # jobkit_pdsh comes from the including script (ssh.fanout pdsh)
+    "${jobkit_pdsh[@]}" -w "$hostlist" "echo $code | base64 -d | bash -s -- %n" </dev/null 2>&1 |
+      jobkit_pdsh_split
+    exit "${PIPESTATUS[0]}"
+  ) &
+  jobkit_pdsh_pid=$!
+  set +m
+  for i in "${!jobkit_hosts[@]}"; do
+    jobkit_node_pids[i]=$jobkit_pdsh_pid  # what jobkit_kill_nodes kills should the launcher fail
+  done
+}
+
+# Note the hosts pdsh reported as failed since the last look; the first failure stops the others.
+jobkit_pdsh_reap() {
+  local i code
+  while read -r i code; do
+    if [[ -n "${jobkit_node_rc[i]:-}" ]]; then
+      continue
+    fi
+    jobkit_node_rc[i]=$code
+    echo "jobkit: host $i (${jobkit_hosts[i]}) ended with exit code $code"
+    if [[ -n "${jobkit_node_stopped[i]:-}" || -n "$jobkit_signal_name" ]]; then
+      continue  # stopped by jobkit: no failure of its own
+    fi
+    if [[ -z "$jobkit_pdsh_worst" ]]; then
+      echo "jobkit: host $i failed: stopping the others" >&2
+      jobkit_pdsh_worst=$code
+      jobkit_stop_nodes
+    elif (( code > jobkit_pdsh_worst )); then
+      jobkit_pdsh_worst=$code
+    fi
+  done < <(cat -- "$JOBKIT_RUN_DIR/pdsh-exits" 2>/dev/null || true)
+}
+
+# Wait for pdsh; on a signal stop every host (jobkit_on_signal), kill them after the grace.
+jobkit_watch_pdsh() {
+  local rc=0 i
+  while kill -0 "$jobkit_pdsh_pid" 2>/dev/null; do
+    jobkit_pdsh_reap
+    if [[ -n "$jobkit_stop_deadline" ]]; then
+      if (( SECONDS >= jobkit_stop_deadline )) && [[ -z "$jobkit_killed" ]]; then
+        echo "jobkit: hosts still running after the grace period" >&2
+        for i in "${!jobkit_hosts[@]}"; do
+          jobkit_run_on_node "$i" "$(jobkit_signal_script "$i" KILL group)" \
+            </dev/null >/dev/null 2>&1 || true
+        done
+        kill -s KILL -- "-$jobkit_pdsh_pid" 2>/dev/null || true
+        jobkit_killed=1
+      else
+        jobkit_stop_nodes  # hosts whose program had not started yet
+      fi
+    fi
+    sleep 0.2 &
+    wait "$!" || true
+  done
+  wait "$jobkit_pdsh_pid" || rc=$?
+  jobkit_pdsh_reap
+  echo "jobkit: pdsh ended with exit code $rc"
+  if [[ -n "$jobkit_pdsh_worst" ]]; then
+    jobkit_first_rc=$jobkit_pdsh_worst
+  elif (( rc != 0 )) && [[ -z "$jobkit_signal_name" ]]; then
+    jobkit_first_rc=$rc  # pdsh itself failed
+  fi
 }
 
 # ---- Run --------------------------------------------------------------------------------------

@@ -46,6 +46,20 @@ export JOBKIT_RUN_DIR
 mkdir -p -- "$JOBKIT_RUN_DIR"
 # A requeued job keeps its run folder: forget the previous run's note of a failure.
 rm -f -- "$JOBKIT_RUN_DIR/failure"
+# logs.dir/latest -> this run folder (docs/logs.md); made aside, renamed over the old link.
+jobkit_link() {
+  local tmp="$jobkit_logs_dir/.$2.$JOBKIT_JOB_ID.$$.tmp"
+  if ! { ln -sfn -- "$1" "$tmp" && mv -fT -- "$tmp" "$jobkit_logs_dir/$2"; }; then
+    rm -f -- "$tmp"
+    return 1
+  fi
+}
+jobkit_link every-key-"$JOBKIT_JOB_ID" latest 2>/dev/null || true
+for (( jobkit_i = 0; jobkit_i < 4; jobkit_i++ )); do
+  # Their target never changes: a link already there is right.
+  [[ -L "$jobkit_logs_dir/latest-node-$jobkit_i.out" ]] ||
+    jobkit_link "latest/node-$jobkit_i.out" "latest-node-$jobkit_i.out" 2>/dev/null || true
+done
 
 # Hosts in allocation order: the first one hosts the rendezvous.
 mapfile -t jobkit_hosts < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
@@ -163,6 +177,7 @@ export NCCL_DEBUG=INFO
 export NCCL_DEBUG_SUBSYS=INIT,NET
 export PYTHONFAULTHANDLER=1
 export LOGLEVEL=INFO
+export CUDA_LAUNCH_BLOCKING=1
 export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
 export NCCL_ALGO=Ring
 export WANDB_MODE=offline

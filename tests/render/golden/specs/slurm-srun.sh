@@ -33,6 +33,15 @@ export JOBKIT_RUN_DIR
 mkdir -p -- "$JOBKIT_RUN_DIR"
 # A requeued job keeps its run folder: forget the previous run's note of a failure.
 rm -f -- "$JOBKIT_RUN_DIR/failure"
+# logs.dir/latest -> this run folder (docs/logs.md); made aside, renamed over the old link.
+jobkit_link() {
+  local tmp="$jobkit_logs_dir/.$2.$JOBKIT_JOB_ID.$$.tmp"
+  if ! { ln -sfn -- "$1" "$tmp" && mv -fT -- "$tmp" "$jobkit_logs_dir/$2"; }; then
+    rm -f -- "$tmp"
+    return 1
+  fi
+}
+jobkit_link srun-tasks-"$JOBKIT_JOB_ID" latest 2>/dev/null || true
 
 # Hosts in allocation order: the first one hosts the rendezvous.
 mapfile -t jobkit_hosts < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
