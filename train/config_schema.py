@@ -23,6 +23,7 @@ from jobkit.core.yamlsrc import KeyPath
 
 BUILTIN_MODELS = ("mlp", "transformer")
 BUILTIN_DATA = ("synthetic", "chars")
+BUILTIN_LOSSES = ("cross_entropy", "mse")
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
@@ -45,7 +46,13 @@ class ModelConfig(Section):
     activation_checkpointing: bool = Field(
         False, description="Recompute transformer blocks in backward (bundled transformer)."
     )
-    loss: Literal["cross_entropy", "mse"] = "cross_entropy"
+    loss: str = Field(
+        "cross_entropy",
+        description="cross_entropy | mse | package.module:factory (returns loss(outputs, targets))",
+    )
+    loss_args: dict[str, Any] = Field(
+        default_factory=dict, description="Arguments of a plug-in loss factory."
+    )
 
     @field_validator("name")
     @classmethod
@@ -53,6 +60,16 @@ class ModelConfig(Section):
         if value not in BUILTIN_MODELS and not _IMPORT_PATH.match(value):
             raise ValueError(
                 f"must be one of {', '.join(BUILTIN_MODELS)} or package.module:factory"
+                f" (got {value!r})"
+            )
+        return value
+
+    @field_validator("loss")
+    @classmethod
+    def _loss_known_or_import_path(cls, value: str) -> str:
+        if value not in BUILTIN_LOSSES and not _IMPORT_PATH.match(value):
+            raise ValueError(
+                f"must be one of {', '.join(BUILTIN_LOSSES)} or package.module:factory"
                 f" (got {value!r})"
             )
         return value
@@ -138,6 +155,15 @@ class TrainConfig(Section):
         None, gt=0, description="Passes over the training data (give this or steps)."
     )
     grad_accum_steps: int = Field(1, ge=1, le=4096)
+    step: str | None = Field(
+        None,
+        description=(
+            "Your own step: package.module:factory returning training_step(model, batch) -> loss."
+        ),
+    )
+    step_args: dict[str, Any] = Field(
+        default_factory=dict, description="Arguments of the train.step factory."
+    )
     seed: int = Field(0, ge=0)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     stop_after_step: int | None = Field(
@@ -155,6 +181,13 @@ class TrainConfig(Section):
             " every step."
         ),
     )
+
+    @field_validator("step")
+    @classmethod
+    def _step_import_path(cls, value: str | None) -> str | None:
+        if value is not None and not _IMPORT_PATH.match(value):
+            raise ValueError(f"must be package.module:factory (got {value!r})")
+        return value
 
 
 class AmpConfig(Section):
@@ -329,11 +362,33 @@ class TrainerConfig(Section):
                 ("checkpoint", "keep_best"),
                 f"{best} needs evaluation: set eval.every_steps or eval.every_epochs",
             )
-        if best == "val_acc" and self.model.loss != "cross_entropy":
+        if best == "val_acc" and (self.model.loss != "cross_entropy" or self.train.step):
+            got = f"train.step {self.train.step}" if self.train.step else self.model.loss
             raise KeyedError(
                 ("checkpoint", "keep_best"),
-                f"val_acc needs model.loss cross_entropy (got {self.model.loss}); use val_loss",
+                f"val_acc needs model.loss cross_entropy (got {got}); use val_loss",
             )
+        return self
+
+    @model_validator(mode="after")
+    def _one_loss(self) -> TrainerConfig:
+        if self.train.step is None:
+            if self.model.loss_args and self.model.loss in BUILTIN_LOSSES:
+                raise KeyedError(
+                    ("model", "loss_args"),
+                    f"is for a plug-in loss (package.module:factory); {self.model.loss}"
+                    " takes no arguments",
+                )
+            if self.train.step_args:
+                raise KeyedError(("train", "step_args"), "is for train.step, which is not set")
+            return self
+        for key in ("loss", "loss_args"):
+            if key in self.model.model_fields_set:
+                raise KeyedError(
+                    ("model", key),
+                    f"train.step {self.train.step} computes the loss itself: drop model.{key}",
+                    either=(("train", "step"),),
+                )
         return self
 
 

@@ -7,6 +7,8 @@ all-reduce of those sums gives every rank the same exact figures (a sum of losse
 sum of counts, not a mean of per-rank means). The model runs bare (not through DDP, whose
 forward may talk to the other ranks) in eval mode under the training autocast, and nothing
 here draws from the global random generators, so evaluating does not change training.
+With your own loss or step (train/userstep.py) val_loss is its batch mean weighted by the
+batch's samples, and a step that draws random numbers draws from a copy of the generators.
 """
 
 from __future__ import annotations
@@ -37,6 +39,19 @@ def loss_sums(kind: str, outputs: torch.Tensor, targets: torch.Tensor) -> tuple[
         return summed, flat.numel(), (logits.argmax(dim=-1) == flat).sum()
     summed = F.mse_loss(outputs.float(), targets.float(), reduction="sum")
     return summed, max(outputs.numel(), targets.numel()), 0
+
+
+def batch_samples(batch: Any) -> int:
+    """The samples in a batch: the first dimension of its first tensor (depth first)."""
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0]) if batch.ndim else 1
+    items = batch.values() if isinstance(batch, dict) else batch
+    if isinstance(items, (list, tuple)) or isinstance(batch, dict):
+        for item in items:
+            found = batch_samples(item)
+            if found:
+                return found
+    return 0
 
 
 def shard(size: int, rank: int, world_size: int) -> range:
@@ -70,6 +85,7 @@ class Evaluator:
         every_steps: int,
         every_epochs: int,
         epoch: int,
+        step_fn: Callable[[nn.Module, Any], torch.Tensor] | None = None,
     ) -> None:
         self.size = len(dataset)  # type: ignore[arg-type]
         self.part = Subset(dataset, shard(self.size, rank, world_size))
@@ -84,6 +100,8 @@ class Evaluator:
         self.every_epochs = every_epochs
         self.epoch = epoch
         """The data stream's epoch at the last check (an epoch boundary is a change)."""
+        self.step_fn = step_fn
+        """Your own loss or step: val_loss is its mean over samples (no val_acc)."""
 
     def describe(self, world_size: int) -> str:
         """The start-of-run line: when, on how many samples."""
@@ -125,21 +143,32 @@ class Evaluator:
         sums = torch.zeros(4, dtype=torch.float64, device=self.device)
         was_training = module.training
         module.eval()
+        # Your own step may draw random numbers: from a copy of the generators, so that
+        # evaluating does not change what training draws next.
+        cuda = [self.device.index or 0] if self.device.type == "cuda" else []
         try:
-            with torch.no_grad():
+            with torch.no_grad(), torch.random.fork_rng(cuda, enabled=self.step_fn is not None):
                 for index, batch in enumerate(self._loader()):
                     if self.max_batches and index >= self.max_batches:
                         break
-                    inputs, targets = to_device(batch, self.device)
+                    batch = to_device(batch, self.device)
                     with torch.autocast(
                         self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None
                     ):
-                        outputs = module(inputs)
-                    summed, count, correct = loss_sums(self.loss_kind, outputs, targets)
+                        if self.step_fn is not None:
+                            samples = batch_samples(batch)
+                            mean = self.step_fn(module, batch)
+                            summed, count, correct = mean.float() * samples, samples, 0
+                        else:
+                            inputs, targets = batch
+                            samples = targets.shape[0]
+                            outputs = module(inputs)
+                    if self.step_fn is None:
+                        summed, count, correct = loss_sums(self.loss_kind, outputs, targets)
                     sums[0] += summed.double()
                     sums[1] += count
                     sums[2] += correct
-                    sums[3] += targets.shape[0]
+                    sums[3] += samples
                     if tick is not None:
                         tick()
         finally:
@@ -149,7 +178,7 @@ class Evaluator:
         loss_sum, count, correct, samples = sums.tolist()
         loss = loss_sum / count if count else math.nan
         metrics: dict[str, Any] = {"val_loss": loss}
-        if self.loss_kind == "cross_entropy":
+        if self.loss_kind == "cross_entropy" and self.step_fn is None:
             metrics["val_acc"] = correct / count if count else math.nan
         if self.perplexity:
             metrics["val_ppl"] = math.exp(loss) if loss < 700 else math.inf

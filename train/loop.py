@@ -33,6 +33,7 @@ from train.profiling import step_profiler
 from train.runlog import RunLog
 from train.setup import build_state
 from train.state import TrainState
+from train.userstep import UserParts
 from train.votes import StepVotes, VoteCadence
 
 EXIT_OK = 0
@@ -48,11 +49,14 @@ class Trainer:
         env: LaunchEnv,
         stop: StopRequest,
         environ: Mapping[str, str] | None = None,
+        parts: UserParts | None = None,
     ) -> None:
         self.loaded = loaded
         self.config = loaded.config
         self.env = env
         self.stop = stop
+        self.parts = parts
+        """Objects given to train.fit in place of the config's model, data, loss or step."""
         self.environ = os.environ if environ is None else environ
         self.paths = resolve_paths(self.config, self.environ)
         self.log = RunLog(env.rank, self.paths.log_dir, self.config.logging.metrics)
@@ -75,14 +79,18 @@ class Trainer:
         accum = config.train.grad_accum_steps
         state.model.train()
         loss_sum = torch.zeros((), device=state.device)
+        step_fn = state.step_fn  # your own loss or step (train/userstep.py), else None
         for micro in range(accum):
-            inputs, targets = to_device(state.stream.next(), state.device)
+            batch = to_device(state.stream.next(), state.device)
             with self._micro_sync(state, micro):
                 with torch.autocast(
                     state.device.type, dtype=state.amp_dtype, enabled=state.amp_dtype is not None
                 ):
-                    outputs = state.model(inputs)
-                    loss = compute_loss(config.model.loss, outputs, targets)
+                    if step_fn is None:
+                        inputs, targets = batch
+                        loss = compute_loss(config.model.loss, state.model(inputs), targets)
+                    else:
+                        loss = step_fn(state.model, batch)
                 scaled = loss / accum
                 if state.scaler.is_enabled():
                     scaled = state.scaler.scale(scaled)
@@ -183,7 +191,9 @@ class Trainer:
         heartbeat = self.heartbeat
         heartbeat.write(0, SETUP)
         log.sinks = open_dashboards(self.loaded, self.paths.run_dir, self.environ, env.is_main)
-        state = self.state = build_state(self.loaded, env, self.paths, log, checkpointer)
+        state = self.state = build_state(
+            self.loaded, env, self.paths, log, checkpointer, self.parts
+        )
         if state.scaler.is_enabled():
             self.overflow = OverflowCounter(state.device)
         profiler = step_profiler(config.profile, self.paths.run_dir, env.rank, state.device, log)
@@ -285,9 +295,11 @@ class Trainer:
             self.state = None
 
 
-def run_training(loaded: LoadedConfig, env: LaunchEnv, stop: StopRequest) -> int:
+def run_training(
+    loaded: LoadedConfig, env: LaunchEnv, stop: StopRequest, parts: UserParts | None = None
+) -> int:
     """Build a Trainer for this rank and run it; returns the exit code (0 or 75)."""
-    trainer = Trainer(loaded, env, stop)
+    trainer = Trainer(loaded, env, stop, parts=parts)
     try:
         return trainer.run()
     finally:

@@ -35,13 +35,21 @@ from train.plugins import PluginArgsError, PluginError
 from train.rng import seed_everything, seed_per_rank
 from train.runlog import RunLog
 from train.state import TrainSetupError, TrainState
+from train.userstep import UserParts, build_step
 
 
 def build_state(
-    loaded: LoadedConfig, env: LaunchEnv, paths: RunPaths, log: RunLog, checkpointer: Checkpointer
+    loaded: LoadedConfig,
+    env: LaunchEnv,
+    paths: RunPaths,
+    log: RunLog,
+    checkpointer: Checkpointer,
+    parts: UserParts | None = None,
 ) -> TrainState:
     """Join the process group and build everything this rank trains with, resumed from the
-    checkpoint `checkpointer` chooses (state.start_step) and wrapped for the strategy."""
+    checkpoint `checkpointer` chooses (state.start_step) and wrapped for the strategy.
+    `parts` (train.fit) replace the config's model, data, loss or step."""
+    parts = parts or UserParts()
     config = loaded.config
     log.info(f"launch: {env.describe()}", all_ranks=False)
     if env.restart_count:
@@ -63,10 +71,10 @@ def build_state(
         checkpointer.clear_leftovers()
 
     seed_everything(config.train.seed)  # same model init and data on every rank
-    dataset, info, module = _build_data_and_model(loaded)
+    dataset, info, module = _build_data_and_model(loaded, parts)
     val_set = None
     if config.eval.enabled:
-        dataset, val_set = _validation_split(loaded, dataset)
+        dataset, val_set = _validation_split(loaded, dataset, parts)
     dataset_size = len(dataset)  # type: ignore[arg-type]  # checked Sized
     batch_size, global_batch = per_rank_batch(loaded, env.world_size)
     sampler: DistributedSampler[Any] = DistributedSampler(
@@ -107,6 +115,7 @@ def build_state(
     seed_per_rank(config.train.seed, env.rank)
 
     module.to(device)
+    step_fn = parts.build_step(device) or build_step(loaded, info, device)
     lr = scaled_lr(config, env.world_size)
     optimizer = build_optimizer(module.parameters(), config.optim, lr)
     state = TrainState(
@@ -134,6 +143,7 @@ def build_state(
         total_steps=length.steps,
         start_step=0,
         last_loss=math.nan,
+        step_fn=step_fn,
     )
     checkpointer.resume(state)
     if val_set is not None:
@@ -153,17 +163,45 @@ def build_state(
         f" epoch per rank; params: {sum(p.numel() for p in state.model.parameters())}"
     )
     log.info(f"length: {length.describe()}")
+    own = _describe_parts(loaded, parts)
+    if own:
+        log.info(f"your own parts: {own}")
     if state.evaluator is not None:
         log.info(f"eval: {state.evaluator.describe(env.world_size)}")
     return state
 
 
-def _validation_split(
-    loaded: LoadedConfig, dataset: Dataset[Any]
-) -> tuple[Dataset[Any], Dataset[Any]]:
-    """(training, validation) data: a plug-in's data.val factory, else the held-out tail."""
+def _describe_parts(loaded: LoadedConfig, parts: UserParts) -> str:
+    """What the run's own model, data, loss or step are, for the start-of-run log."""
     config = loaded.config
-    if config.data.val is None:
+    given = [
+        f"{key} {type(value).__name__} (train.fit)"
+        for key, value in (
+            ("model", parts.model),
+            ("data", parts.data),
+            ("val_data", parts.val_data),
+            ("loss", parts.loss),
+            ("step", parts.step),
+        )
+        if value is not None
+    ]
+    if parts.loss is None and parts.step is None:
+        if config.train.step is not None:
+            given.append(f"train.step {config.train.step}")
+        elif config.model.loss not in ("cross_entropy", "mse"):
+            given.append(f"model.loss {config.model.loss}")
+    return ", ".join(given)
+
+
+def _validation_split(
+    loaded: LoadedConfig, dataset: Dataset[Any], parts: UserParts
+) -> tuple[Dataset[Any], Dataset[Any]]:
+    """(training, validation) data: train.fit's val_data, a plug-in's data.val factory, else
+    the held-out tail."""
+    config = loaded.config
+    if parts.val_data is not None:
+        return dataset, parts.val_data
+    if config.data.val is None or parts.data is not None:
         return holdout_split(dataset, config.eval.holdout)
     try:
         val_set = build_val_dataset(config.data)
@@ -186,6 +224,7 @@ def _evaluator(
         max_batches=config.eval.batches,
         num_workers=config.data.num_workers,
         loss_kind=config.model.loss,
+        step_fn=state.step_fn,
         perplexity=bool(state.tokens_per_sample),
         device=state.device,
         amp_dtype=state.amp_dtype,
@@ -262,12 +301,17 @@ def _resolve_amp(wanted: str, device: torch.device, log: RunLog) -> tuple[torch.
     return (torch.float16, True) if wanted == "fp16" else (torch.bfloat16, False)
 
 
-def _build_data_and_model(loaded: LoadedConfig) -> tuple[Dataset[Any], dict[str, Any], nn.Module]:
+def _build_data_and_model(
+    loaded: LoadedConfig, parts: UserParts
+) -> tuple[Dataset[Any], dict[str, Any], nn.Module]:
     config = loaded.config
     # A plug-in that cannot be found is a config error (one line); an exception raised
     # inside the user's own factory keeps its traceback.
     try:
-        dataset, info = build_dataset(config.data)
+        if parts.data is not None:
+            dataset, info = parts.data, dict(getattr(parts.data, "info", None) or {})
+        else:
+            dataset, info = build_dataset(config.data)
     except PluginArgsError as err:
         raise loaded.error("data.args", str(err)) from None
     except PluginError as err:
@@ -276,6 +320,8 @@ def _build_data_and_model(loaded: LoadedConfig) -> tuple[Dataset[Any], dict[str,
         if config.data.name != "chars":
             raise
         raise loaded.error("data.args.path", f"cannot read the text: {err}") from None
+    if parts.model is not None:
+        return dataset, info, parts.model
     try:
         model = build_model(config.model, info)
     except PluginArgsError as err:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +58,8 @@ class TrainState:
     """train.steps, or the steps train.epochs makes (train/length.py)."""
     evaluator: Evaluator | None = None
     """Evaluation on the validation split; None when eval is off."""
+    step_fn: Callable[[nn.Module, Any], torch.Tensor] | None = None
+    """Your own loss or training step (train/userstep.py); None: the bundled loss."""
     best: dict[str, Any] | None = None
     """checkpoint.keep_best's best so far: {"metric", "value", "step"} (None: none yet)."""
     start_step: int = 0

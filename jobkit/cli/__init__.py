@@ -23,17 +23,17 @@ from jobkit.core.errors import JobkitError
 
 VERBS = {
     "render": "jobkit.cli.render",
+    "check": "jobkit.cli.check",
     "submit": "jobkit.cli.submit",
     "status": "jobkit.cli.status",
     "logs": "jobkit.cli.logs",
-    "cancel": "jobkit.cli.cancel",
     "why": "jobkit.cli.why",
     "doctor": "jobkit.cli.doctor",
     "report": "jobkit.cli.report",
     "plot": "jobkit.cli.plot",
+    "cancel": "jobkit.cli.cancel",
     "shell": "jobkit.cli.shell",
     "run": "jobkit.cli.run",
-    "check": "jobkit.cli.check",
 }
 """Verb -> module; each module defines a click command named like the verb."""
 

@@ -173,7 +173,7 @@ def env_exports(spec: JobSpec) -> list[tuple[str, str]]:
     exports.update(NCCL_PRESETS[nccl.preset])
     for key, name in NCCL_KEYS.items():
         value = getattr(nccl, key)
-        if value is not None:
+        if value is not None and value != "":  # an empty text leaves NCCL's own default
             exports[name] = str(value)
     threads = spec.cpus_per_process
     submitit = backend_class(spec.backend).task_per_process  # one task per process: no torchrun

@@ -47,6 +47,10 @@ NEVER_ASSEMBLES = (
 )
 
 
+ANY_RANK = -1
+"""Case.rank when every rank fails the same way: which one the logs show first is a race."""
+
+
 @dataclass(frozen=True)
 class Case:
     procs: int
@@ -73,14 +77,14 @@ def _cases(folder: Path, port: int) -> dict[str, Case]:
             2,
             ["bash", "-c", f'WORLD_SIZE=3 exec {py} -c "{NEVER_ASSEMBLES}"'],
             "rendezvous_timeout",
-            0,
+            ANY_RANK,  # every rank fails alike: either may be first
             "launch.nproc_per_node",
         ),
         "world_size": Case(
             2,
             ["bash", "-c", f"WORLD_SIZE=1 exec {py} -m train --config mlp"],
             "world_size",
-            0,
+            ANY_RANK,  # every rank fails alike: either may be first
             "launch.nproc_per_node",
         ),
         "oom": Case(
@@ -183,7 +187,8 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Batch]:
     cases = _cases(folder, taken.getsockname()[1])
     sleeper = Case(1, ["sleep", "300"], "cancelled", None, "jobkit submit")
     for name, case in {**cases, "cancelled": sleeper}.items():
-        done = result.jobkit("submit", str(_spec(folder, name, case)))
+        # --no-check: these jobs are meant to fail at run time (submit refuses a missing program)
+        done = result.jobkit("submit", "--no-check", str(_spec(folder, name, case)))
         assert done.returncode == 0, done.stderr
         result.ids[name] = done.stdout.split()[1]
     cancel = result.jobkit("cancel", result.ids["cancelled"])
@@ -221,7 +226,9 @@ def test_local_failure_is_classified(batch: Batch, name: str) -> None:
     found = batch.doctor(name)
     assert found["outcome"] == "failed" and found["state"] == "FAILED", found
     assert found["class"] == case.cls, json.dumps(found, indent=1)
-    if case.rank is not None:
+    if case.rank == ANY_RANK:  # the ranks fail alike: the first is one of the job's ranks
+        assert found["rank"] in range(case.procs), found
+    elif case.rank is not None:
         assert found["rank"] == case.rank, found
     assert found["host"] == HOST and found["node"] == 0, found
     assert case.fix in found["fix"], found["fix"]

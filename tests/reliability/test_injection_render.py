@@ -159,7 +159,13 @@ def test_accepted_values_stay_inside_their_words(
                 )
     tally(f"injection: combined renders compared word by word ({backend})", renders)
     tally(f"injection: refused at render time ({backend})", sum(render_refusals.values()))
-    assert set(coerced) <= {"resources.exclusive", "scheduler.requeue", "env.debug"}, coerced
+    # booleans: a hostile word YAML reads as a boolean is a boolean (no text reaches the script)
+    assert set(coerced) <= {
+        "resources.exclusive",
+        "scheduler.requeue",
+        "env.debug",
+        "launch.preflight",
+    }, coerced
 
 
 def _renders(backend: str, chosen: list[Slot], value: str, folder: Path) -> JobkitError | None:

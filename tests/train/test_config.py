@@ -32,9 +32,9 @@ FILE_ERRORS = {
         " distributed, checkpoint, logging, eval, profile)",
     ),
     "unknown key in a section": (
-        MINIMAL + "train:\n  step: 3\n",
-        "{f}:4: train.step: unknown key (expected one of: steps, epochs, grad_accum_steps, seed,"
-        " device, stop_after_step, preempt_signals, stop_vote_every_s)",
+        MINIMAL + "train:\n  stpes: 3\n",
+        "{f}:4: train.stpes: unknown key (expected one of: steps, epochs, grad_accum_steps, step,"
+        " step_args, seed, device, stop_after_step, preempt_signals, stop_vote_every_s)",
     ),
     "not one of the choices": (
         MINIMAL + "optim:\n  name: adam\n",
