@@ -142,6 +142,8 @@ if (( jobkit_preflight_rc == 0 )); then
 fi
 if (( jobkit_preflight_rc != 0 )); then
   jobkit_preflight_line="jobkit preflight: failed after $(( SECONDS - jobkit_preflight_start )) s: the program is not started"
+  # srun can leave the last line of a task it killed without its newline: start a new line.
+  if [[ -f /proc/$$/fd/1 && -n $(tail -c1 /proc/$$/fd/1 2>/dev/null) ]]; then echo; fi
   echo "$jobkit_preflight_line"
   # The node's own line is the reason jobkit status shows; this one when no node wrote one.
   if [[ ! -e "$JOBKIT_RUN_DIR/failure" ]]; then
