@@ -15,9 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from train.cli import EXIT_USAGE, _import_torch_quietly
-from train.config import ConfigError, load_config
-from train.env import LaunchEnvError, detect_launch_env
+from train.cli import EXIT_USAGE, _import_torch_quietly, prepare, train_rank
 
 if TYPE_CHECKING:
     from torch import nn
@@ -46,10 +44,6 @@ def fit(
     on the device, inside autocast) replace what the config names; give loss or step, not both.
     """
     _import_torch_quietly()
-    from train.dist import DistSetupError, shutdown
-    from train.loop import run_training
-    from train.preempt import StopRequest
-    from train.state import TrainSetupError
     from train.userstep import UserParts
 
     parts = UserParts(model=model, data=data, val_data=val_data, loss=loss, step=step)
@@ -57,25 +51,9 @@ def fit(
     if problem is not None:
         print(f"train.fit: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    try:
-        loaded = load_config(str(config), list(overrides))
-        env = detect_launch_env()
-    except ConfigError as err:
-        print(err.show(), file=sys.stderr)
-        return err.exit_code
-    except LaunchEnvError as err:
-        print(f"launch environment: {err}", file=sys.stderr)
-        return EXIT_USAGE
-    stop = StopRequest()
-    stop.install(loaded.config.train.preempt_signals)
-    try:
-        return run_training(loaded, env, stop, parts)
-    except ConfigError as err:
-        print(err.show(), file=sys.stderr)
-        return err.exit_code
-    except (TrainSetupError, DistSetupError) as err:
-        print(f"train: {err}", file=sys.stderr)
-        return EXIT_USAGE
-    finally:
-        stop.uninstall()
-        shutdown()
+    prepared = prepare(str(config), overrides)
+    if isinstance(prepared, int):
+        return prepared
+    loaded, env = prepared
+    assert loaded is not None  # a config was given
+    return train_rank(loaded, env, parts)

@@ -7,9 +7,15 @@ import os
 import sys
 import warnings
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from train.config import ConfigError, DistributedConfig, load_config
 from train.env import LaunchEnvError, detect_launch_env
+
+if TYPE_CHECKING:
+    from train.config import LoadedConfig
+    from train.env import LaunchEnv
+    from train.userstep import UserParts
 
 EXIT_USAGE = 2
 
@@ -89,39 +95,62 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem is not None:
         print(f"python -m train: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    try:
-        loaded = load_config(args.config, args.overrides) if args.config else None
-        env = detect_launch_env()
-    except ConfigError as err:
-        print(err.show(), file=sys.stderr)
-        return err.exit_code
-    except LaunchEnvError as err:
-        print(f"launch environment: {err}", file=sys.stderr)
-        return EXIT_USAGE
+    prepared = prepare(args.config, args.overrides)
+    if isinstance(prepared, int):
+        return prepared
+    loaded, env = prepared
     _import_torch_quietly()
     if args.spawn is not None:
         from train.spawn import run_spawned
 
         signals = loaded.config.train.preempt_signals if loaded else []
         return run_spawned(_child_argv(args), args.spawn, env, signals)
+    if args.check:
+        from train.check import run_check
+        from train.dist import DistSetupError, shutdown
+        from train.state import TrainSetupError
+
+        distributed = loaded.config.distributed if loaded else DistributedConfig.model_validate({})
+        device = loaded.config.train.device if loaded else "auto"
+        try:
+            return run_check(env, distributed, device)
+        except (TrainSetupError, DistSetupError) as err:
+            print(f"train: {err}", file=sys.stderr)
+            return EXIT_USAGE
+        finally:
+            shutdown()
+    assert loaded is not None
+    return train_rank(loaded, env)
+
+
+def prepare(
+    config: str | None, overrides: Sequence[str]
+) -> tuple[LoadedConfig | None, LaunchEnv] | int:
+    """The config (None without one) and this rank's launch environment, or the exit code
+    after one line on stderr (torch is not imported yet)."""
+    try:
+        loaded = load_config(config, list(overrides)) if config else None
+        return loaded, detect_launch_env()
+    except ConfigError as err:
+        print(err.show(), file=sys.stderr)
+        return err.exit_code
+    except LaunchEnvError as err:
+        print(f"launch environment: {err}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def train_rank(loaded: LoadedConfig, env: LaunchEnv, parts: UserParts | None = None) -> int:
+    """Run the bundled loop for this rank with preemption signals handled; the exit code
+    (0, 75, or 2 after one line on stderr). Leaves the process group destroyed."""
     from train.dist import DistSetupError, shutdown
     from train.loop import run_training
     from train.preempt import StopRequest
     from train.state import TrainSetupError
 
+    stop = StopRequest()
+    stop.install(loaded.config.train.preempt_signals)
     try:
-        if args.check:
-            from train.check import run_check
-
-            distributed = (
-                loaded.config.distributed if loaded else DistributedConfig.model_validate({})
-            )
-            device = loaded.config.train.device if loaded else "auto"
-            return run_check(env, distributed, device)
-        assert loaded is not None
-        stop = StopRequest()
-        stop.install(loaded.config.train.preempt_signals)
-        return run_training(loaded, env, stop)
+        return run_training(loaded, env, stop, parts)
     except ConfigError as err:
         print(err.show(), file=sys.stderr)
         return err.exit_code
@@ -129,4 +158,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"train: {err}", file=sys.stderr)
         return EXIT_USAGE
     finally:
+        stop.uninstall()
         shutdown()
