@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from jobkit.core.lifecycle import FINAL_STATES, SUBMITTING, State, source_of
@@ -41,6 +42,10 @@ class RegistryReader(Database):
             return exact[:1]
         if records:
             return records
+        if text.lower().startswith(ID_PREFIX):
+            tasks = self.sweep(text)
+            if tasks:
+                return tasks
         if text.lower().startswith(ID_PREFIX) and len(text) > len(ID_PREFIX):
             escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             records = self._records(
@@ -54,6 +59,42 @@ class RegistryReader(Database):
                 (base, base + ";%", base + ".%"),
             )
         return records
+
+    def sweep(self, sweep_id: str) -> list[JobRecord]:
+        """The jobs of a sweep (every attempt of every task), by task, then attempt."""
+        records = self._records("WHERE sweep_id = ?", (sweep_id,))
+        return sorted(records, key=lambda r: (_task_number(r.task), r.attempt, r.created_at))
+
+    def attempts(self, run_id: str) -> list[JobRecord]:
+        """The attempts of a run, first to last (a row older than runs is its own run)."""
+        return self._records(
+            "WHERE run_id = ? OR (run_id IS NULL AND jobkit_id = ?)"
+            " ORDER BY attempt, created_at, row_order",
+            (run_id, run_id),
+        )
+
+    def bad_nodes(
+        self,
+        backend: str | None = None,
+        *,
+        now: float | None = None,
+        include_expired: bool = False,
+    ) -> list[BadNode]:
+        """The user's excluded nodes (docs/nodes.md), soonest to expire last."""
+        at = time.time() if now is None else now
+        where: list[str] = []
+        params: list[Any] = []
+        if backend is not None:
+            where.append("backend = ?")
+            params.append(backend)
+        if not include_expired:
+            where.append("until > ?")
+            params.append(at)
+        sql = "SELECT backend, cluster, node, reason, jobkit_id, added_at, until FROM bad_nodes"
+        if where:
+            sql += f" WHERE {' AND '.join(where)}"
+        rows = self._read(sql + " ORDER BY backend, cluster, node", params)
+        return [BadNode(*tuple(row)) for row in rows]
 
     def newest(self) -> JobRecord | None:
         """The most recently created job, or None when the registry is empty."""
@@ -125,6 +166,25 @@ class RegistryReader(Database):
     def count(self) -> int:
         """How many jobs the registry holds."""
         return int(self._read("SELECT COUNT(*) FROM jobs")[0][0])
+
+
+@dataclass(frozen=True)
+class BadNode:
+    """A node on the user's exclude list (table bad_nodes)."""
+
+    backend: str
+    cluster: str
+    """'' when the backend has one cluster."""
+    node: str
+    reason: str
+    jobkit_id: str | None
+    """The job that showed the node bad (None: added by hand)."""
+    added_at: float
+    until: float
+
+
+def _task_number(task: str | None) -> int:
+    return int(task) if task is not None and task.isdigit() else -1
 
 
 def scheduler_base_id(text: str) -> str:

@@ -73,6 +73,15 @@ class JobRecord:
     extra: dict[str, Any] = field(default_factory=dict)
     """Backend facts (array, pgid...), submitter, adopted. The run folder is in log_paths
     only (`tracked()` hands it to the backends as extra['run_dir'])."""
+    run_id: str | None = None
+    """The jobkit id of the first attempt of the run this job is an attempt of (None in
+    rows older than runs: the job is its own run; see `run_key`)."""
+    attempt: int = 1
+    """Which attempt of its run this job is (1, 2, ...): docs/runs.md."""
+    sweep_id: str | None = None
+    """The sweep this job is a task of (its tasks share this id; docs/sweeps.md)."""
+    task: str | None = None
+    """Its task index in the sweep ("0", "1", ...); None outside sweeps."""
 
     def with_columns(self, columns: Mapping[str, Any]) -> JobRecord:
         """A copy with some fields replaced, such as the columns record_observations returns:
@@ -93,6 +102,11 @@ class JobRecord:
         never need it)."""
         decoded: dict[str, Any] = json.loads(self.spec_json)
         return decoded
+
+    @property
+    def run_key(self) -> str:
+        """The id of the run this job is an attempt of (its first attempt's jobkit id)."""
+        return self.run_id or self.jobkit_id
 
     @property
     def is_final(self) -> bool:
@@ -148,7 +162,14 @@ _EMPTY: dict[str, Any] = {name: None for name in RECORD_FIELDS}
 def new_record(**values: Any) -> JobRecord:
     """A new job's record: the fields given, the others empty (None, no requeues, no log
     paths, no submit command, no extra)."""
-    empty = {**_EMPTY, "requeues": 0, "log_paths": {}, "submit_argv": [], "extra": {}}
+    empty = {
+        **_EMPTY,
+        "requeues": 0,
+        "log_paths": {},
+        "submit_argv": [],
+        "extra": {},
+        "attempt": 1,
+    }
     return JobRecord(**{**empty, **values})
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from jobkit.core.lifecycle import source_of
 from jobkit.registry.record import JobRecord
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 MIGRATIONS: dict[int, str] = {
     1: """
@@ -105,6 +105,63 @@ MIGRATIONS: dict[int, str] = {
            j.max_rss,
            j.cpu_time,
            j.extra,
+           t.spec_json,
+           t.script,
+           j.rowid AS row_order
+    FROM jobs AS j JOIN job_texts AS t ON t.jobkit_id = j.jobkit_id;
+    """,
+    # Runs that outlive their jobs, sweeps, and the user's list of bad nodes (issue 16): a
+    # row is one attempt of a run (run_id: the run's first attempt; NULL before this
+    # migration, meaning the row's own id), possibly one task of a sweep (its rows share
+    # sweep_id, an id of its own).
+    3: """
+    ALTER TABLE jobs ADD COLUMN run_id TEXT;
+    ALTER TABLE jobs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE jobs ADD COLUMN sweep_id TEXT;
+    ALTER TABLE jobs ADD COLUMN task TEXT;
+    CREATE INDEX jobs_run_id ON jobs (run_id);
+    CREATE INDEX jobs_sweep_id ON jobs (sweep_id);
+    CREATE TABLE bad_nodes (
+        backend    TEXT NOT NULL,
+        cluster    TEXT NOT NULL DEFAULT '',
+        node       TEXT NOT NULL,
+        reason     TEXT NOT NULL,
+        jobkit_id  TEXT,
+        added_at   REAL NOT NULL,
+        until      REAL NOT NULL,
+        PRIMARY KEY (backend, cluster, node)
+    );
+    DROP VIEW job_rows;
+    CREATE VIEW job_rows AS
+    SELECT j.jobkit_id,
+           j.backend,
+           j.scheduler_id,
+           j.name,
+           j.submit_argv,
+           j.created_at,
+           j.submitted_at,
+           j.workdir,
+           j.job_dir,
+           j.log_paths,
+           j.token,
+           j.state,
+           j.raw_state,
+           j.state_source,
+           j.reason,
+           j.observed_at,
+           j.final_at,
+           j.exit_code,
+           j.signal,
+           j.requeues,
+           j.nodes,
+           j.elapsed_s,
+           j.max_rss,
+           j.cpu_time,
+           j.extra,
+           j.run_id,
+           j.attempt,
+           j.sweep_id,
+           j.task,
            t.spec_json,
            t.script,
            j.rowid AS row_order

@@ -30,7 +30,7 @@ from jobkit.core.lifecycle import (
     StateSource,
 )
 from jobkit.registry.db import BUSY_TIMEOUT_MS, LOCK_RETRIES, RegistryError, jobkit_home
-from jobkit.registry.reader import ID_PREFIX, RegistryReader, scheduler_base_id
+from jobkit.registry.reader import ID_PREFIX, BadNode, RegistryReader, scheduler_base_id
 from jobkit.registry.record import JobRecord, StateChange, new_record
 from jobkit.registry.rows import SCHEMA_VERSION, encode, insert_job, update_sql
 
@@ -42,6 +42,7 @@ __all__ = [
     "LOCK_RETRIES",
     "SCHEMA_VERSION",
     "SUBMITTING",
+    "BadNode",
     "JobRecord",
     "RegistryError",
     "StateChange",
@@ -72,6 +73,18 @@ def new_jobkit_id() -> str:
 def new_token() -> str:
     """A unique submission token (goes into the job's comment for adoption)."""
     return secrets.token_hex(8)
+
+
+def _unused_id(conn: sqlite3.Connection) -> str:
+    """A new jobkit id that is neither a job's id nor a sweep's."""
+    while True:
+        candidate = new_jobkit_id()
+        taken = conn.execute(
+            "SELECT 1 FROM jobs WHERE jobkit_id = ? OR sweep_id = ? LIMIT 1",
+            (candidate, candidate),
+        ).fetchone()
+        if taken is None:
+            return candidate
 
 
 def _add_history(
@@ -107,23 +120,25 @@ class Store(RegistryReader):
         workdir: Path,
         token: str | None = None,
         extra: Mapping[str, Any] | None = None,
+        run_id: str | None = None,
+        attempt: int = 1,
+        sweep_id: str | None = None,
+        task: str | None = None,
+        job_dir: Path | None = None,
         now: float | None = None,
     ) -> JobRecord:
         """Record that a job is about to be submitted (state SUBMITTING); returns its row.
 
-        The job folder `<home>/jobs/<jobkit_id>/` is created too.
+        run_id: the run this job is an attempt of (None: a new run, the job's own id);
+        sweep_id/task: the sweep and task it belongs to. The job folder (default
+        `<home>/jobs/<jobkit_id>/`; a sweep's tasks share `<home>/jobs/<sweep_id>/`) is
+        created too.
         """
         at = time.time() if now is None else now
         source = StateSource.JOBKIT
 
         def insert(conn: sqlite3.Connection) -> str:
-            while True:
-                jobkit_id = new_jobkit_id()
-                exists = conn.execute(
-                    "SELECT 1 FROM jobs WHERE jobkit_id = ?", (jobkit_id,)
-                ).fetchone()
-                if exists is None:
-                    break
+            jobkit_id = _unused_id(conn)
             record = new_record(
                 jobkit_id=jobkit_id,
                 backend=backend,
@@ -132,11 +147,15 @@ class Store(RegistryReader):
                 state_source=source,
                 created_at=at,
                 workdir=workdir,
-                job_dir=self.jobs_dir / jobkit_id,
+                job_dir=job_dir or self.jobs_dir / jobkit_id,
                 token=token or new_token(),
                 spec_json=json.dumps(spec, sort_keys=True),
                 script=script,
                 extra=dict(extra or {}),
+                run_id=run_id or jobkit_id,
+                attempt=attempt,
+                sweep_id=sweep_id,
+                task=task,
             )
             for sql, params in insert_job(record):
                 conn.execute(sql, params)
@@ -144,8 +163,12 @@ class Store(RegistryReader):
             return jobkit_id
 
         jobkit_id = self._write(insert)
-        (self.jobs_dir / jobkit_id).mkdir(parents=True, exist_ok=True)
+        (job_dir or self.jobs_dir / jobkit_id).mkdir(parents=True, exist_ok=True)
         return self.get(jobkit_id)
+
+    def new_id(self) -> str:
+        """A fresh id from the jobkit id space that no job has (a sweep's id)."""
+        return self._write(_unused_id)
 
     def mark_submitted(
         self,
@@ -326,3 +349,53 @@ class Store(RegistryReader):
             conn.execute(update_sql(["extra"]), (encode("extra", merged), jobkit_id))
 
         self._write(update)
+
+    # -- the user's list of bad nodes (docs/nodes.md) ---------------------------------------
+
+    def add_bad_nodes(
+        self,
+        backend: str,
+        cluster: str | None,
+        nodes: Iterable[str],
+        *,
+        reason: str,
+        jobkit_id: str | None,
+        until: float,
+        now: float | None = None,
+    ) -> None:
+        """Put nodes on the exclude list until `until` (a node already there gets the later
+        end, this reason and job)."""
+        at = time.time() if now is None else now
+        rows = [(backend, cluster or "", node, reason, jobkit_id, at, until) for node in nodes]
+
+        def insert(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "INSERT INTO bad_nodes (backend, cluster, node, reason, jobkit_id, added_at,"
+                " until) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (backend, cluster, node) DO UPDATE SET reason = excluded.reason,"
+                " jobkit_id = excluded.jobkit_id, added_at = excluded.added_at,"
+                " until = MAX(until, excluded.until)",
+                rows,
+            )
+
+        self._write(insert)
+
+    def clear_bad_nodes(
+        self, backend: str | None = None, nodes: Iterable[str] | None = None
+    ) -> int:
+        """Take nodes off the list (all of them when `nodes` is None); returns how many."""
+        where: list[str] = []
+        params: list[Any] = []
+        if backend is not None:
+            where.append("backend = ?")
+            params.append(backend)
+        if nodes is not None:
+            names = list(nodes)
+            where.append(f"node IN ({','.join('?' for _ in names)})")
+            params.extend(names)
+        sql = "DELETE FROM bad_nodes" + (f" WHERE {' AND '.join(where)}" if where else "")
+
+        def delete(conn: sqlite3.Connection) -> int:
+            return int(conn.execute(sql, params).rowcount)
+
+        return self._write(delete)
