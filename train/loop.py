@@ -26,6 +26,7 @@ from train.env import LaunchEnv
 from train.evaluate import is_better
 from train.gpustats import gpu_figures
 from train.heartbeat import CHECKPOINT, DONE, SETUP, TRAIN, Heartbeat
+from train.malloc import keep_freed_memory
 from train.models import compute_loss
 from train.paths import resolve_paths
 from train.preempt import StopRequest
@@ -65,6 +66,8 @@ class Trainer:
         self.state: TrainState | None = None
         self.overflow: OverflowCounter | None = None
         """Counts fp16 steps the GradScaler skipped (None without a GradScaler)."""
+        self._params: list[torch.nn.Parameter] = []
+        """The model's parameters, listed once for the per-step gradient clipping."""
 
     def _micro_sync(self, state: TrainState, micro: int) -> AbstractContextManager[Any]:
         last = micro == self.config.train.grad_accum_steps - 1
@@ -74,42 +77,58 @@ class Trainer:
 
     def _train_step(self, state: TrainState) -> tuple[torch.Tensor, torch.Tensor]:
         """One optimizer step over grad_accum_steps micro-batches; returns the grad norm and
-        the mean loss (a tensor on the device, not synchronised)."""
+        the mean loss (a tensor on the device, not synchronised).
+
+        Kept lean (docs/benchmarks.md, "trainer per-step overhead"): the model is put in
+        training mode once before the loop (and after each evaluation, which restores it
+        itself), not every step, unless your own step runs between steps; with one
+        micro-batch there is no `loss / 1` node and no zeros-plus-loss tensor (both were
+        exact no-ops: the same numbers, bit for bit); autocast is entered only with AMP on.
+        """
         config = self.config
         accum = config.train.grad_accum_steps
-        state.model.train()
-        loss_sum = torch.zeros((), device=state.device)
         step_fn = state.step_fn  # your own loss or step (train/userstep.py), else None
+        if step_fn is not None:
+            state.model.train()  # your step may have switched a part to eval mode
+        loss_sum: torch.Tensor | None = None
+        scaler_on = state.scaler.is_enabled()
         for micro in range(accum):
             batch = to_device(state.stream.next(), state.device)
             with self._micro_sync(state, micro):
-                with torch.autocast(
-                    state.device.type, dtype=state.amp_dtype, enabled=state.amp_dtype is not None
-                ):
+                with self._autocast(state):
                     if step_fn is None:
                         inputs, targets = batch
                         loss = compute_loss(config.model.loss, state.model(inputs), targets)
                     else:
                         loss = step_fn(state.model, batch)
-                scaled = loss / accum
-                if state.scaler.is_enabled():
+                scaled = loss if accum == 1 else loss / accum
+                if scaler_on:
                     scaled = state.scaler.scale(scaled)
                 torch.autograd.backward(scaled)
-            loss_sum += loss.detach().float()
-        if state.scaler.is_enabled():
+            detached = loss.detach().float()
+            loss_sum = detached if loss_sum is None else loss_sum + detached
+        assert loss_sum is not None  # grad_accum_steps >= 1
+        if scaler_on:
             state.scaler.unscale_(state.optimizer)
         max_norm = config.optim.grad_clip or math.inf
-        grad_norm = torch.nn.utils.clip_grad_norm_(state.model.parameters(), max_norm)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self._params, max_norm)
         if self.overflow is not None:
             self.overflow.step_and_update(state.scaler, state.optimizer)
-        elif state.scaler.is_enabled():
+        elif scaler_on:
             state.scaler.step(state.optimizer)
             state.scaler.update()
         else:
             state.optimizer.step()
         state.optimizer.zero_grad(set_to_none=True)
         state.scheduler.step()
-        return grad_norm, loss_sum / accum
+        return grad_norm, loss_sum if accum == 1 else loss_sum / accum
+
+    @staticmethod
+    def _autocast(state: TrainState) -> AbstractContextManager[Any]:
+        """torch.autocast with AMP on; nothing to enter with it off (the same numbers)."""
+        if state.amp_dtype is None:
+            return nullcontext()
+        return torch.autocast(state.device.type, dtype=state.amp_dtype)
 
     def _report(
         self,
@@ -196,6 +215,8 @@ class Trainer:
         )
         if state.scaler.is_enabled():
             self.overflow = OverflowCounter(state.device)
+        if state.device.type == "cpu" and keep_freed_memory(self.environ):
+            log.debug("malloc: freed tensor memory kept for the next step (train/malloc.py)")
         profiler = step_profiler(config.profile, self.paths.run_dir, env.rank, state.device, log)
         start_step = state.start_step
         heartbeat.write(start_step, TRAIN)
@@ -214,6 +235,8 @@ class Trainer:
         every = config.checkpoint.every_steps
         votes = StepVotes(state.device)
         cadence = VoteCadence(config.train.stop_vote_every_s, start_step)
+        self._params = list(state.model.parameters())
+        state.model.train()  # once: evaluation puts the mode back itself
         while step < total:
             lr = float(state.scheduler.get_last_lr()[0])
             if profiler is not None:

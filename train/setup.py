@@ -54,6 +54,9 @@ def build_state(
     log.info(f"launch: {env.describe()}", all_ranks=False)
     if env.restart_count:
         log.info(f"requeue count: {env.restart_count} (SLURM_RESTART_COUNT)")
+    if os.environ.get("JOBKIT_RUN_ID"):  # the same in every attempt of a run (docs/runs.md)
+        attempt = os.environ.get("JOBKIT_ATTEMPT") or "1"
+        log.info(f"run id: {os.environ['JOBKIT_RUN_ID']}, attempt {attempt} (JOBKIT_RUN_ID)")
     device, backend = _start_process_group(loaded, env, log)
     strategy = _resolve_strategy(loaded, env, device, log)
     amp_dtype, use_scaler = _resolve_amp(config.amp.dtype, device, log)

@@ -38,6 +38,15 @@ class SubmitRequest:
     """The submission directory; relative paths in the spec are relative to it."""
     token: str
     """A unique submission token (put in the job's comment so a lost reply can be adopted)."""
+    exclude_nodes: tuple[str, ...] = ()
+    """Nodes the job must not run on (bad nodes, manager/badnodes.py); honoured where the
+    backend's `excludes_nodes` is True."""
+    task: str | None = None
+    """The sweep task this job is ("0", "1", ...) on a backend whose `sweep_mode` is "each":
+    the launcher gets JOBKIT_TASK_ID=<task> (None: not a task of a sweep)."""
+    sweep_id: str | None = None
+    """The sweep the task belongs to: its tasks share one set of sweep.max_parallel slots
+    (backends/slots.py)."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +126,13 @@ class Backend(ABC):
     lost_reply_fate_unknown: ClassVar[bool] = False
     """True where a submission whose reply was lost and that `find_lost` cannot see may still
     have been accepted: such a row becomes UNKNOWN (kept looked for), never FAILED."""
+    sweep_mode: ClassVar[str] = "none"
+    """How a sweep (`sweep:` in the spec) runs here: "array" (one array job; each task is
+    tracked by `task_job_id`), "each" (one job per task, JOBKIT_TASK_ID exported; at most
+    sweep.max_parallel run at once) or "none" (refused)."""
+    excludes_nodes: ClassVar[bool] = False
+    """True where `submit_argv` leaves SubmitRequest.exclude_nodes out of the job's nodes
+    (Slurm --exclude); elsewhere bad nodes (`jobkit nodes`) are only warned about."""
 
     # -- before submitting ----------------------------------------------------------------
 
@@ -137,6 +153,19 @@ class Backend(ABC):
     def task_label(cls, scheduler_id: str, task: str) -> str:
         """How this scheduler names one task of an array job (for messages)."""
         return f"{scheduler_id}_{task}"
+
+    @classmethod
+    def array_task(cls, task: str) -> str:
+        """The scheduler's own number of sweep task `task` ("0".."N-1"), as its array
+        variables, ids and log names show it (default: the same; Grid Engine: task + 1)."""
+        return task
+
+    @classmethod
+    def task_job_id(cls, scheduler_id: str, task: str) -> str:
+        """The id this scheduler's own commands (poll, cancel) accept for one task of the
+        array job `scheduler_id`: a sweep's task rows are tracked by it (default:
+        `task_label` of `array_task`)."""
+        return cls.task_label(scheduler_id, cls.array_task(task))
 
     @classmethod
     def template_context(cls, spec: JobSpec) -> dict[str, Any]:
@@ -194,19 +223,34 @@ class Backend(ABC):
         recorded spec cannot be read back (only the token is known). Default: none found."""
         return {}
 
+    # -- bad nodes left out (`jobkit nodes`, manager/badnodes.py) -----------------------------
+
+    @classmethod
+    def node_names(cls, nodes: str) -> tuple[str, ...]:
+        """A job's recorded node list (JobRecord.nodes) as node names (default: split at
+        commas and spaces)."""
+        return tuple(name for name in nodes.replace(",", " ").split() if name)
+
+    def usable_nodes(self, spec: JobSpec) -> tuple[str, ...] | None:
+        """Every node a job of this spec could run on (its partition's), from one scheduler
+        query, so that leaving bad nodes out never makes a job that cannot start. None (the
+        default): not known."""
+        return None
+
     # -- after submitting -------------------------------------------------------------------
 
     @abstractmethod
     def poll(self, jobs: Sequence[TrackedJob]) -> dict[str, Observation]:
         """States of many jobs in one batched query, keyed by scheduler_id.
 
-        Jobs the scheduler does not know are left out. Raise SchedulerError when the
+        A scheduler_id may be one task of an array (`task_job_id`): answered for that task
+        alone. Jobs the scheduler does not know are left out. Raise SchedulerError when the
         scheduler cannot answer: the caller then changes no job's state.
         """
 
     @abstractmethod
     def cancel(self, jobs: Sequence[TrackedJob]) -> None:
-        """Stop these jobs (and every process they started)."""
+        """Stop these jobs (and every process they started); a task id stops that task only."""
 
     # -- why a job waits (`jobkit why`) ----------------------------------------------------
 

@@ -16,6 +16,8 @@ from jobkit.core.states import State
 class BatchScheduler(Backend):
     """A scheduler reached through commands (sbatch/qsub...), each bounded by a timeout."""
 
+    sweep_mode: ClassVar[str] = "array"
+    """A sweep is one array job; each task row is tracked by the task's own id."""
     submit_timeout_s: ClassVar[float] = 120.0
     """How long the submit command may take before the submission's fate is unknown."""
     query_timeout_s: ClassVar[float] = 60.0

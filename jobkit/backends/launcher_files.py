@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobkit.backends import processes
+from jobkit.backends import processes, slots
 from jobkit.backends.base import Backend, Observation, SubmitRequest, TrackedJob
 from jobkit.core.conventions import EXIT_CODE_FILE as EXIT_FILE
 from jobkit.core.conventions import REQUEUE_EXIT_CODE, log_stem, logs_folder
@@ -30,7 +30,7 @@ from jobkit.core.states import State
 from jobkit.spec.schema import JobSpec
 
 if TYPE_CHECKING:
-    from jobkit.backends.waiting import WaitInfo
+    from jobkit.backends.waiting import Explanation, WaitInfo
 
 CANCELLED_FILE = "cancelled"
 """In jobkit's job folder: written by `jobkit cancel` before it signals the launcher."""
@@ -232,7 +232,7 @@ def _observe_state(job: TrackedJob) -> Observation:
             reason=f"its launcher runs on {job.extra['host']}: ask there",
         )
     if launcher_alive(job):
-        return Observation(State.RUNNING, "running", "pidfile")
+        return slots.waiting(job) or Observation(State.RUNNING, "running", "pidfile")
     code = read_exit_file(job.extra.get("run_dir"))
     cancelled = (job.job_dir / CANCELLED_FILE).exists()
     if code is None:
@@ -314,6 +314,7 @@ class LauncherJobs(Backend):
     job's files, its adoption after a lost `jobkit submit` and its state come from here."""
 
     template = "ssh/launch.sh.j2"
+    sweep_mode = "each"  # one launcher per task; sweep.max_parallel: backends/slots.py
     poll_interval_s = 1.0  # a look at /proc and a file: cheap
     usage_note = (
         "CPU and memory use: not recorded by the launcher (no accounting; the elapsed time is"
@@ -321,11 +322,38 @@ class LauncherJobs(Backend):
     )
 
     def explain_waiting(self, jobs: Sequence[TrackedJob]) -> dict[str, WaitInfo]:
-        """No queue: the launcher starts a job at once (`jobkit why` says so)."""
-        from jobkit.backends.waiting import WaitInfo
+        """No queue: the launcher starts a job at once (`jobkit why` says so), except a task
+        of a sweep waiting for one of its sweep.max_parallel slots."""
+        from jobkit.backends.waiting import WaitInfo, WaitReason
 
         note = f"the {self.name} backend starts a job at once: it never waits in a queue"
-        return {job.scheduler_id: WaitInfo(notes=(note,), never_queues=True) for job in jobs}
+        result: dict[str, WaitInfo] = {}
+        for job in jobs:
+            waits = slots.waiting(job) if launcher_alive(job) else None
+            explained = self.describe_reason(waits.reason or "") if waits else None
+            if waits is not None and explained is not None:
+                result[job.scheduler_id] = WaitInfo(
+                    state=waits.state,
+                    raw_state=waits.raw_state,
+                    reasons=(WaitReason(explained),),
+                    no_estimate="tasks start as earlier tasks of the sweep end",
+                )
+            else:
+                result[job.scheduler_id] = WaitInfo(notes=(note,), never_queues=True)
+        return result
+
+    @classmethod
+    def describe_reason(cls, reason: str, scheduler_id: str = "ID") -> Explanation | None:
+        """A task waiting for a free slot of its sweep (backends/slots.py)."""
+        from jobkit.backends.waiting import Explanation
+
+        if not reason.startswith("waiting for a free slot"):
+            return None
+        return Explanation(
+            reason,
+            "it waits until fewer than sweep.max_parallel tasks of its sweep run",
+            "wait, or submit the sweep with a higher sweep.max_parallel",
+        )
 
     def submit_argv(self, request: SubmitRequest) -> list[str]:
         """`bash <script>`, run detached with output appended to the job's .out/.err."""

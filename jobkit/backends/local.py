@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from jobkit.backends import launcher_files
+from jobkit.backends import launcher_files, slots
 from jobkit.backends.base import SubmitRequest, Submitted, TrackedJob
 from jobkit.core.errors import CrossFieldError
 from jobkit.spec.schema import JobSpec
@@ -47,17 +47,18 @@ class LocalBackend(launcher_files.LauncherJobs):
         """Start the launcher; its pid, process group and start time go into `extra`."""
         argv = self.submit_argv(request)
         files = launcher_files.job_files(request.spec, request.jobkit_id, request.workdir)
+        task = slots.task_launch(request)  # a sweep's task: JOBKIT_TASK_ID, its slot
         launched = launcher_files.launch_detached(
             argv,
             cwd=request.workdir,
             files=files,
-            env={"JOBKIT_JOB_ID": request.jobkit_id},
+            env={"JOBKIT_JOB_ID": request.jobkit_id, **task.env},
         )
         return Submitted(
             scheduler_id=request.jobkit_id,
             argv=argv,
             log_paths=files.as_log_paths(),
-            extra={**launched.as_extra(), "run_dir": str(files.run_dir)},
+            extra={**launched.as_extra(), "run_dir": str(files.run_dir), **task.extra},
         )
 
     # -- adoption of launchers whose `jobkit submit` stopped before recording them --------

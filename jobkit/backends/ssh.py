@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from jobkit.backends import launcher_files
+from jobkit.backends import launcher_files, slots
 from jobkit.backends.base import SubmitRequest, Submitted, TrackedJob
 from jobkit.core.errors import CrossFieldError, SchedulerError
 from jobkit.spec.schema import JobSpec
@@ -175,16 +175,18 @@ class SshBackend(launcher_files.LauncherJobs):
         """Start the launcher; keep its pid and what cancel needs to reach the hosts."""
         argv = self.submit_argv(request)
         files = launcher_files.job_files(request.spec, request.jobkit_id, request.workdir)
+        task = slots.task_launch(request)  # a sweep's task: JOBKIT_TASK_ID, its slot
         launched = launcher_files.launch_detached(
             argv,
             cwd=request.workdir,
             files=files,
-            env={"JOBKIT_JOB_ID": request.jobkit_id},
+            env={"JOBKIT_JOB_ID": request.jobkit_id, **task.env},
         )
         extra = {
             **launched.as_extra(),
             "run_dir": str(files.run_dir),
             **_reach(request),
+            **task.extra,
         }
         return Submitted(
             scheduler_id=request.jobkit_id,

@@ -32,6 +32,9 @@ VERBS = {
     "report": "jobkit.cli.report",
     "plot": "jobkit.cli.plot",
     "cancel": "jobkit.cli.cancel",
+    "retry": "jobkit.cli.retry",
+    "watch": "jobkit.cli.watch",
+    "nodes": "jobkit.cli.nodes",
     "shell": "jobkit.cli.shell",
     "run": "jobkit.cli.run",
 }

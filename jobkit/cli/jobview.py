@@ -8,6 +8,7 @@ from typing import Any
 
 from jobkit.core.lifecycle import State
 from jobkit.hang.stall import state_text
+from jobkit.registry.reader import RegistryReader
 from jobkit.registry.record import JobRecord, StateChange
 
 TABLE_COLUMNS = ("ID", "SCHED ID", "NAME", "BACKEND", "STATE", "ELAPSED", "NODES", "EXIT")
@@ -85,8 +86,14 @@ def render_table(records: Sequence[JobRecord], now: float) -> str:
     return "\n".join(lines + table_notes(records))
 
 
-def render_detail(record: JobRecord, history: Sequence[StateChange], now: float) -> str:
-    """Everything jobkit knows about one job, one fact per line."""
+def render_detail(
+    record: JobRecord,
+    history: Sequence[StateChange],
+    now: float,
+    store: RegistryReader | None = None,
+) -> str:
+    """Everything jobkit knows about one job, one fact per line (with `store`: its run's
+    other attempts too)."""
     sched = record.scheduler_id or "(not yet submitted)"
     seen = ""
     if record.observed_at is not None:
@@ -98,6 +105,7 @@ def render_detail(record: JobRecord, history: Sequence[StateChange], now: float)
         f"  state       {state_text(record, now)} ({raw}{seen})",
     ]
     facts: list[tuple[str, str]] = [
+        *_run_facts(record, store),
         ("reason", record.reason or "-"),
         *_why_fact(record),
         *_diagnosis_fact(record),
@@ -131,6 +139,30 @@ def render_detail(record: JobRecord, history: Sequence[StateChange], now: float)
     return "\n".join(lines)
 
 
+def _attempts(record: JobRecord, store: RegistryReader | None) -> list[JobRecord]:
+    """The attempts of the record's run, when it has more than one."""
+    if store is None:
+        return []
+    found = store.attempts(record.run_key)
+    return found if len(found) > 1 else []
+
+
+def _run_facts(record: JobRecord, store: RegistryReader | None) -> list[tuple[str, str]]:
+    """`sweep jkS task 2 (lr=...)` and `attempts 1 jkA 123 PREEMPTED, 2 jkB 130 RUNNING`."""
+    from jobkit.cli.sweepview import attempts_line, sweep_fact
+
+    facts: list[tuple[str, str]] = []
+    sweep = sweep_fact(record)
+    if sweep:
+        facts.append(("sweep", sweep))
+    attempts = _attempts(record, store)
+    if attempts:
+        facts.append(("attempts", attempts_line(attempts)))
+    elif record.attempt > 1:
+        facts.append(("attempt", str(record.attempt)))
+    return facts
+
+
 def _why_fact(record: JobRecord) -> list[tuple[str, str]]:
     """A waiting job's recorded reason in plain words (no scheduler call; `jobkit why`)."""
     from jobkit.backends.waiting import one_line_why
@@ -153,9 +185,25 @@ def _age(seconds: float) -> str:
     return format_age(seconds)
 
 
-def detail_dict(record: JobRecord, history: Sequence[StateChange]) -> dict[str, Any]:
-    """The detail view as JSON: the record, its history, spec and script."""
+def detail_dict(
+    record: JobRecord, history: Sequence[StateChange], store: RegistryReader | None = None
+) -> dict[str, Any]:
+    """The detail view as JSON: the record, its history, spec and script (with `store`:
+    its run's attempts; a sweep's task: its overrides)."""
+    from jobkit.cli.sweepview import task_overrides
+
     data = record.to_dict()
+    if record.sweep_id is not None:
+        data["overrides"] = task_overrides(record, {})
+    data["attempts"] = [
+        {
+            "attempt": r.attempt,
+            "jobkit_id": r.jobkit_id,
+            "scheduler_id": r.scheduler_id,
+            "state": r.state,
+        }
+        for r in _attempts(record, store)
+    ]
     data["history"] = [change.to_dict() for change in history]
     data["why"] = next((line for _, line in _why_fact(record)), None)
     data["diagnosis"] = next((line for _, line in _diagnosis_fact(record)), None)

@@ -11,7 +11,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -63,8 +63,9 @@ def plot(
     """Plot training curves (loss, lr, throughput) of one or more jobs on one chart.
 
     Reads metrics.jsonl from each job's run folder (every task of an array job, or the task
-    named like 123_4). A requeued or restarted run is one curve, its restarts marked. The
-    image goes to NAME-ID.png in the current directory unless -o names another file.
+    named like 123_4). A sweep's id plots every task, labelled by its overrides. A requeued
+    or restarted run is one curve, its restarts marked. The image goes to NAME-ID.png in the
+    current directory unless -o names another file.
     """
     from jobkit.plot.chart import build_chart, check_metrics, check_time
     from jobkit.registry.store import Store
@@ -131,24 +132,40 @@ def _output_path(text: str) -> Path:
 
 
 def _load(store: Store, ids: tuple[str, ...], last: bool) -> tuple[list[LoadedRun], list[str]]:
-    """Every named job's runs (in order, each once), and notes about tasks left out."""
+    """Every named job's runs (in order, each once; a sweep's id: its tasks, labelled by
+    their overrides), and notes about tasks left out."""
+    from jobkit.cli.sweepview import named_sweeps
     from jobkit.registry.ids import UnknownJobError, resolve_job_task
 
-    wanted: list[tuple[JobRecord, str | None]] = []
+    sweeps, _ = named_sweeps(store, ids)
+    wanted: list[tuple[JobRecord, str | None] | str] = []
     if last:
         newest = store.newest()
         if newest is None:
             raise UnknownJobError("--last: no tracked jobs yet")
         wanted.append((newest, None))
     for text in ids:
+        if text.strip() in sweeps:
+            wanted.append(text.strip())
+            continue
         record, task = resolve_job_task(store, text)
-        if all((r.jobkit_id, t) != (record.jobkit_id, task) for r, t in wanted):
+        if all(
+            not isinstance(w, tuple) or (w[0].jobkit_id, w[1]) != (record.jobkit_id, task)
+            for w in wanted
+        ):
             wanted.append((record, task))
     runs: list[LoadedRun] = []
     notes: list[str] = []
-    for record, task in wanted:
-        found = _load_job(store, record, task)
-        runs.extend(found.runs)
+    seen: set[tuple[str, str | None]] = set()
+    for item in wanted:
+        found = (
+            _sweep_runs(store, sweeps[item]) if isinstance(item, str) else _load_job(store, *item)
+        )
+        for run in found.runs:
+            key = (run.source.record.jobkit_id, run.source.task)
+            if key not in seen:
+                seen.add(key)
+                runs.append(run)
         notes.extend(found.notes)
         for run in found.runs:
             if run.file.skipped_lines:
@@ -159,6 +176,32 @@ def _load(store: Store, ids: tuple[str, ...], last: bool) -> tuple[list[LoadedRu
                     f" not a metrics record (line {lines}{more})"
                 )
     return runs, notes
+
+
+def _sweep_runs(store: Store, rows: list[JobRecord]) -> Found:
+    """The runs of a sweep's tasks (their newest attempts), each labelled `task 2: lr=0.001
+    d_model=64`; a note for each task without metrics (NoMetricsError when none has any)."""
+    from dataclasses import replace
+
+    from jobkit.cli.sweepview import newest_attempts, short_overrides, task_overrides
+    from jobkit.plot.runs import Found, NoMetricsError
+
+    found = Found()
+    errors: list[NoMetricsError] = []
+    files: dict[Path, dict[str, Any]] = {}
+    for record in sorted(newest_attempts(rows), key=lambda r: int(r.task or 0)):
+        try:
+            loaded = _load_job(store, record, None)
+        except NoMetricsError as err:
+            errors.append(err)
+            continue
+        caption = f"task {record.task}: {short_overrides(task_overrides(record, files))}"
+        found.runs += [replace(r, source=replace(r.source, caption=caption)) for r in loaded.runs]
+        found.notes += loaded.notes
+    if not found.runs:
+        raise errors[0]
+    found.notes += [str(err) for err in errors]
+    return found
 
 
 def _load_job(store: Store, record: JobRecord, task: str | None) -> Found:
@@ -177,8 +220,12 @@ def _load_job(store: Store, record: JobRecord, task: str | None) -> Found:
 
 
 def _default_stem(runs: list[LoadedRun]) -> str:
-    """`name-id` of one run; `name-id` of one job's tasks; `name-id1-id2...` of several jobs."""
+    """`name-id` of one run; `name-id` of one job's tasks; `name-id1-id2...` of several jobs;
+    `name-sweepid` of one sweep's tasks."""
     first = runs[0].source
+    sweeps = {run.source.record.sweep_id for run in runs}
+    if len(runs) > 1 and len(sweeps) == 1 and first.record.sweep_id is not None:
+        return _UNSAFE.sub("_", f"{first.record.name}-{first.record.sweep_id}")
     ids = list(dict.fromkeys(run.source.record.jobkit_id for run in runs))
     stem = first.stem if len(runs) == 1 else "-".join([first.record.name, *ids])
     return _UNSAFE.sub("_", stem)

@@ -21,6 +21,7 @@ from jobkit.registry.store import JobRecord, Store
 
 if TYPE_CHECKING:
     from jobkit.core.usage import Usage
+    from jobkit.report.sweep import SweepReport
 
 EXIT_PARTIAL = 3
 
@@ -34,7 +35,8 @@ def report(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
     memory vs requested, CPU efficiency per node and step, trainer throughput and GPU.
 
     ID is a jobkit id (or a unique prefix of one) or the scheduler's id; an array task is
-    named like 123_4. A running job is reported as far as it got.
+    named like 123_4. A running job is reported as far as it got. A sweep's id compares its
+    tasks: overrides, state, final loss, best evaluation loss, steps/s, elapsed; best first.
     """
     from jobkit.manager.refresh import refresh
     from jobkit.report.build import build_report
@@ -42,12 +44,18 @@ def report(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
 
     if not ids and not last:
         raise UsageError("give one or more job IDs, or --last")
+    from jobkit.cli.sweepview import named_sweeps
+
     with Store() as store:
-        targets = _resolve(store, ids, last)
-        result = refresh(store, [record for record, _ in targets])
+        sweeps, job_ids = named_sweeps(store, ids)
+        targets = _resolve(store, job_ids, last)
+        rows = [r for found in sweeps.values() for r in found]
+        result = refresh(store, [record for record, _ in targets] + rows)
         for failure in result.failures:
             click.echo(f"jobkit: {failure.warning()}", err=True)
-        targets = [(fresh, task) for fresh, (_, task) in zip(result.records, targets, strict=True)]
+        fresh = result.records[: len(targets)]
+        compared = _sweep_reports(sweeps, result.records[len(targets) :])
+        targets = [(new, task) for new, (_, task) in zip(fresh, targets, strict=True)]
     usages, notes, failed = _usages(targets)
     reports = [
         build_report(
@@ -59,10 +67,46 @@ def report(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
         for record, task in targets
     ]
     if as_json:
-        click.echo(json.dumps([r.to_dict() for r in reports], indent=2))
+        data = [r.to_dict() for r in reports] + [c.to_dict() for c, _ in compared]
+        click.echo(json.dumps(data, indent=2))
     else:
-        click.echo("\n\n".join(render_text(r) for r in reports))
+        from jobkit.report.sweep import render_text as render_sweep
+
+        texts = [render_text(r) for r in reports]
+        texts += [render_sweep(c, short) for c, short in compared]
+        click.echo("\n\n".join(texts))
     return EXIT_PARTIAL if failed or result.failures else 0
+
+
+def _sweep_reports(
+    sweeps: dict[str, list[JobRecord]], refreshed: Sequence[JobRecord]
+) -> list[tuple[SweepReport, dict[str, str]]]:
+    """Each named sweep's comparison (its tasks' newest attempts), with each task's
+    overrides as shown."""
+    from pathlib import Path
+    from typing import Any
+
+    from jobkit.cli.sweepview import newest_attempts, short_overrides, task_overrides
+    from jobkit.plot.runs import NoMetricsError, find_sources
+    from jobkit.report.sweep import compare, task_row
+
+    fresh = {r.jobkit_id: r for r in refreshed}
+    files: dict[Path, dict[str, Any]] = {}
+    found: list[tuple[SweepReport, dict[str, str]]] = []
+    for sweep_id, rows in sweeps.items():
+        tasks = newest_attempts([fresh.get(r.jobkit_id, r) for r in rows])
+        table = []
+        short: dict[str, str] = {}
+        for record in tasks:
+            overrides = task_overrides(record, files)
+            short[record.jobkit_id] = short_overrides(overrides)
+            try:
+                metrics: Path | None = find_sources(record, None)[0].metrics_path
+            except NoMetricsError:
+                metrics = None
+            table.append(task_row(record, overrides, metrics))
+        found.append((compare(sweep_id, tasks[0].name, table), short))
+    return found
 
 
 def _resolve(store: Store, ids: Sequence[str], last: bool) -> list[tuple[JobRecord, str | None]]:

@@ -67,6 +67,7 @@ def parse_states(values: Sequence[str]) -> list[str]:
 )
 @click.option("--backend", metavar="NAME", help="Only jobs of this backend.")
 @click.option("--last", is_flag=True, help="The newest job (detail view).")
+@click.option("--expand", is_flag=True, help="Show each sweep's tasks under its line.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option(
     "--watch",
@@ -85,14 +86,17 @@ def status(
     states: tuple[str, ...],
     backend: str | None,
     last: bool,
+    expand: bool,
     as_json: bool,
     watch: float | None,
 ) -> int:
     """List tracked jobs (unfinished ones and those ended in the last 24 h), or detail IDs.
 
-    An ID is a jobkit id (or a unique prefix of one) or the scheduler's id. One query per
-    backend refreshes the states. Exit 3 when a scheduler query failed: the last known
-    states are shown, with a warning giving their age.
+    An ID is a jobkit id (or a unique prefix of one), the scheduler's id, or a sweep's id
+    (its tasks). A sweep is one line (--expand: its tasks too); a run resubmitted shows its
+    newest attempt (--all: every attempt). One query per backend refreshes the states.
+    Exit 3 when a scheduler query failed: the last known states are shown, with a warning
+    giving their age.
     """
     wanted_states = parse_states(states)
     if watch is not None and watch <= 0:
@@ -100,7 +104,16 @@ def status(
     with Store() as store:
         if watch is None:
             text, code = _snapshot(
-                store, ids, show_all, since, name_glob, wanted_states, backend, last, as_json
+                store,
+                ids,
+                show_all,
+                since,
+                name_glob,
+                wanted_states,
+                backend,
+                last,
+                as_json,
+                expand,
             )
             if text:
                 click.echo(text)
@@ -108,7 +121,16 @@ def status(
         tty = sys.stdout.isatty()
         while True:
             text, code = _snapshot(
-                store, ids, show_all, since, name_glob, wanted_states, backend, last, as_json
+                store,
+                ids,
+                show_all,
+                since,
+                name_glob,
+                wanted_states,
+                backend,
+                last,
+                as_json,
+                expand,
             )
             if tty:
                 click.clear()
@@ -130,9 +152,18 @@ def _snapshot(
     backend: str | None,
     last: bool,
     as_json: bool,
+    expand: bool = False,
 ) -> tuple[str, int]:
     """Refresh and render once; returns the text and the exit code."""
     from jobkit.cli.jobview import detail_dict, render_detail, render_table
+    from jobkit.cli.sweepview import (
+        listing_text,
+        named_sweeps,
+        newest_attempts,
+        render_listing,
+        sweep_groups,
+    )
+    from jobkit.cli.watch import resubmit_ended_runs
     from jobkit.doctor.cache import with_diagnoses, with_diagnosis
     from jobkit.hang.stall import with_stall
     from jobkit.manager.refresh import refresh
@@ -146,8 +177,13 @@ def _snapshot(
         click.echo(f"jobkit: warning: could not reconcile submissions: {err.show()}", err=True)
         code = EXIT_STALE
     detail = bool(ids) or last
+    sweeps: dict[str, list[JobRecord]] = {}  # sweep ids named: their rows (docs/sweeps.md)
+    jobs_named = 0
     if detail:
-        records = resolve_jobs(store, ids, last=last)
+        sweeps, job_ids = named_sweeps(store, ids)
+        records = resolve_jobs(store, job_ids, last=last)
+        jobs_named = len(records)
+        records += [r for rows in sweeps.values() for r in rows]
     else:
         records = store.list_jobs(
             since=parse_since(since, now) if since else None,
@@ -160,15 +196,32 @@ def _snapshot(
         click.echo(f"jobkit: {failure.warning(now)}", err=True)
         code = EXIT_STALE
     shown: list[JobRecord] = result.records
+    # Bad nodes onto the exclude list, then runs resubmitted (docs/nodes.md, docs/runs.md).
+    shown += resubmit_ended_runs(store, records, result.records)
     if states and not detail:
         shown = [r for r in shown if r.state in states]
     shown = with_diagnoses(store, shown)  # failed jobs: the cached one-line diagnosis
+    if sweeps:
+        shown, groups = shown[:jobs_named], sweep_groups(shown[jobs_named:], sweeps)
+        if as_json:
+            data = [
+                with_stall(detail_dict(r, store.history(r.jobkit_id), store), r, now) for r in shown
+            ]
+            data += [group.to_dict({}) for group in groups]
+            return json.dumps(data, indent=2), code
+        blocks = [render_detail(r, store.history(r.jobkit_id), now, store) for r in shown]
+        blocks += [render_listing(groups, now, expand=True, all_attempts=show_all)]
+        return "\n\n".join(blocks), code
     if detail:
         if as_json:
-            data = [with_stall(detail_dict(r, store.history(r.jobkit_id)), r, now) for r in shown]
+            data = [
+                with_stall(detail_dict(r, store.history(r.jobkit_id), store), r, now) for r in shown
+            ]
             return json.dumps(data, indent=2), code
-        blocks = [render_detail(r, store.history(r.jobkit_id), now) for r in shown]
+        blocks = [render_detail(r, store.history(r.jobkit_id), now, store) for r in shown]
         return "\n\n".join(blocks), code
+    if not show_all:
+        shown = newest_attempts(shown)  # a resubmitted run: its newest attempt
     if as_json:
         data = [with_diagnosis(with_stall(r.to_dict(), r, now), r) for r in shown]
         return json.dumps(data, indent=2), code
@@ -176,4 +229,6 @@ def _snapshot(
         hint = "" if show_all else " (use --all for older ones)"
         click.echo(f"jobkit: no tracked jobs to show{hint}", err=True)
         return "", code
+    if any(r.sweep_id is not None or r.attempt > 1 for r in shown):
+        return listing_text(store, shown, now, expand=expand, all_attempts=show_all), code
     return render_table(shown, now), code

@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING
 
 import click
 
+from jobkit.cli import sweepsubmit
 from jobkit.cli.common import SpecArgs, spec_options
 from jobkit.cli.jobview import submitted_line
-from jobkit.manager.refresh import BackendFailure
+from jobkit.manager.badnodes import submit_note
+from jobkit.manager.refresh import BackendFailure, Waiter
 from jobkit.registry.store import JobRecord, Store
 
 if TYPE_CHECKING:
@@ -54,13 +56,17 @@ def submit(spec_args: SpecArgs, dry_run: bool, wait: bool, no_check: bool, as_js
     )
     if not no_check and not _checked(loaded, plan.script, scheduler=not dry_run):
         return EXIT_PROBLEMS
+    sweep = loaded.spec.sweep is not None  # docs/sweeps.md: cli/sweepsubmit.py
     if dry_run:
         if as_json:
-            click.echo(pipeline.dumps_plan(plan))
+            data = sweepsubmit.dry_run_data(plan) if sweep else plan.to_dict()
+            click.echo(json.dumps(data, indent=2))
         else:
             sys.stdout.write(plan.script)
             sys.stdout.flush()
             click.echo(f"# would run (in {plan.workdir}): {shlex.join(plan.argv)}", err=True)
+            if sweep:
+                click.echo("\n".join(sweepsubmit.dry_run_lines(plan)), err=True)
         return 0
     from jobkit.manager.envcheck import check_environment
     from jobkit.render.interpreter import choose_interpreter
@@ -68,7 +74,11 @@ def submit(spec_args: SpecArgs, dry_run: bool, wait: bool, no_check: bool, as_js
     check_environment(loaded, choose_interpreter(loaded.spec.env), Path.cwd())
     with Store() as store:
         _reconcile(store)
+        if sweep:
+            return sweepsubmit.submit_and_report(store, plan, wait=wait, as_json=as_json)
         record = pipeline.submit(store, plan)
+        if (note := submit_note(record)) is not None:  # bad nodes left out: docs/nodes.md
+            click.echo(f"jobkit: {note}", err=True)
         if as_json and not wait:
             click.echo(json.dumps(record.to_dict(), indent=2))
         elif not as_json:
@@ -113,7 +123,6 @@ def _reconcile(store: Store) -> None:
 
 def _wait(store: Store, record: JobRecord, *, stream: bool) -> JobRecord:
     """Follow the job: its output on stdout (when there is a log file), states on stderr."""
-    from jobkit.manager.refresh import Waiter
 
     def on_change(current: JobRecord) -> None:
         words = [f"jobkit: {current.jobkit_id} {current.state}"]
@@ -130,15 +139,33 @@ def _wait(store: Store, record: JobRecord, *, stream: bool) -> JobRecord:
     def on_failure(failure: BackendFailure) -> None:
         click.echo(f"jobkit: {failure.warning()}", err=True)
 
-    waiter = Waiter(store, record.jobkit_id, on_change, on_failure)
+    from jobkit.cli.watch import next_attempt
+
+    while True:  # each attempt of the run in turn (docs/runs.md)
+        waiter = Waiter(store, record.jobkit_id, on_change, on_failure)
+        final = _wait_attempt(store, record, waiter, stream=stream)
+        following = next_attempt(store, final)
+        if following is None:
+            return final
+        record = following
+
+
+def _wait_attempt(store: Store, record: JobRecord, waiter: Waiter, *, stream: bool) -> JobRecord:
+    """Follow one job to its end (a job preempted and not requeued never becomes final:
+    accounting saying it ended is its end)."""
+    from jobkit.manager.attempts import has_ended
+
+    def done() -> bool:
+        return waiter.done() or has_ended(store.get(record.jobkit_id))
+
     sources = _log_sources(record) if stream else []
     if sources:
         from jobkit.logs.follow import FollowTiming, follow
 
-        for line in follow(sources, waiter.done, timing=FollowTiming(done_interval_s=0.5)):
+        for line in follow(sources, done, timing=FollowTiming(done_interval_s=0.5)):
             click.echo(line.render())
     else:
-        while not waiter.done():
+        while not done():
             waiter.sleep_until_due()
     return store.get(record.jobkit_id)
 

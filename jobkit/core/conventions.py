@@ -22,6 +22,11 @@ FINISHED_FILE = "finished"
 """The trainer's note that training is complete (the script trusts it over a late signal)."""
 REQUEUE_MARKER_FILE = "requeue-requested"
 """The trainer's note that it saved a checkpoint and asks to be requeued."""
+REQUEUE_REFUSED_FILE = "requeue-refused"
+"""The job script's note `JOB_ID why` that it could not requeue itself: jobkit resubmits
+the run as its next attempt (docs/runs.md)."""
+SWEEP_OVERRIDES_FILE = "sweep-overrides.json"
+"""A sweep task's overrides as a JSON object (key -> value as written), left by the script."""
 RANKS_DIR = "ranks"
 """ranks/R holds the node index of the host that runs rank R."""
 CHECKPOINTS_DIR = "checkpoints"
@@ -69,7 +74,9 @@ def template_constants() -> dict[str, Any]:
             "failure": FAILURE_FILE,
             "finished": FINISHED_FILE,
             "requeue_marker": REQUEUE_MARKER_FILE,
+            "requeue_refused": REQUEUE_REFUSED_FILE,
             "ranks": RANKS_DIR,
+            "sweep_overrides": SWEEP_OVERRIDES_FILE,
         },
         "port_rule": {
             "base": ports.PORT_BASE,

@@ -79,9 +79,13 @@ class SchedulerError(JobkitError):
 
 
 class CrossFieldError(ValueError):
-    """A cross-field check failed; `key` names the field the message is about."""
+    """A cross-field check failed; `key` names the field the message is about (`path`, when
+    given, is its key path with list positions, e.g. ("sweep", "sets", 2))."""
 
-    def __init__(self, key: str, message: str) -> None:
+    def __init__(
+        self, key: str, message: str, *, path: tuple[str | int, ...] | None = None
+    ) -> None:
         self.key = key
         self.message = message
+        self.path = path
         super().__init__(f"{key}: {message}")

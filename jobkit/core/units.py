@@ -88,3 +88,37 @@ def format_memory(megabytes: int, *, pbs: bool = False) -> str:
     if megabytes % 1024 == 0:
         return f"{megabytes // 1024}gb" if pbs else f"{megabytes // 1024}G"
     return f"{megabytes}mb" if pbs else f"{megabytes}M"
+
+
+_PERIOD = re.compile(r"^(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>[smhdw])$", re.IGNORECASE)
+_PERIOD_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_period(value: object) -> int:
+    """Seconds from `6h`, `30m`, `1d`, `2w`, `90s`, or any parse_duration form; 0 (or "0")
+    is 0 (off). ValueError otherwise."""
+    if isinstance(value, str):
+        text = value.strip()
+        match = _PERIOD.match(text)
+        if match:
+            return round(float(match["n"]) * _PERIOD_UNIT_S[match["unit"].lower()])
+        if text == "0":
+            return 0
+    if value == 0 and not isinstance(value, bool):
+        return 0
+    try:
+        return parse_duration(value)
+    except ValueError:
+        raise ValueError(
+            f"must be 0 (off) or a time like 6h, 30m, 1d, minutes or HH:MM:SS (got {value!r})"
+        ) from None
+
+
+def format_period(seconds: float) -> str:
+    """`6h`, `90m`, `1d`, `45s`: the largest unit that divides it exactly."""
+    whole = int(seconds)
+    for unit in ("w", "d", "h", "m"):
+        size = _PERIOD_UNIT_S[unit]
+        if whole >= size and whole % size == 0:
+            return f"{whole // size}{unit}"
+    return f"{whole}s"

@@ -15,18 +15,20 @@ import socket
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobkit.backends.base import Backend, SubmitRequest
+from jobkit.backends.base import Backend, SubmitRequest, Submitted
 from jobkit.backends.registry import BackendUnavailable, get_backend
 from jobkit.core.errors import JobkitError, SchedulerError
 from jobkit.core.lifecycle import StateSource
 from jobkit.core.proc import SchedulerTimeout
+from jobkit.manager.badnodes import leave_out_bad_nodes
 from jobkit.registry.store import SUBMITTING, JobRecord, Store, new_token
 
 if TYPE_CHECKING:
+    from jobkit.render.attempt import Attempt
     from jobkit.spec.schema import JobSpec
 
 SCRIPT_NAME = "job.sh"
@@ -47,6 +49,10 @@ class Plan:
     backend: str
     argv: list[str]
     """The submit command, with `<job dir>/job.sh` standing for the script's path."""
+    attempt: Attempt | None = None
+    """A later attempt of a run (manager/attempts.py); None for a new run."""
+    template_dir: Path | None = None
+    """The site templates it was rendered with (kept in the row: later attempts use them)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (for `submit --dry-run --json`)."""
@@ -60,16 +66,37 @@ class Plan:
 
 
 def render_script(
-    spec: JobSpec, template_dir: Path | None = None, workdir: Path | None = None
+    spec: JobSpec,
+    template_dir: Path | None = None,
+    workdir: Path | None = None,
+    attempt: Attempt | None = None,
 ) -> str:
     """The script `jobkit render` prints for this spec: the template's, or for submitit the
-    sbatch file submitit writes (its folder is absolute: under `workdir`, default the cwd)."""
-    return get_backend(spec.backend).script(spec, template_dir, workdir or Path.cwd())
+    sbatch file submitit writes (its folder is absolute: under `workdir`, default the cwd).
+    `attempt`: a later attempt of a run, rendered from the template (docs/runs.md)."""
+    backend = get_backend(spec.backend)
+    if attempt is None:
+        return backend.script(spec, template_dir, workdir or Path.cwd())
+    if backend.template is None:
+        raise JobkitError(
+            f"backend {spec.backend} runs no jobkit script: a later attempt of a run (which"
+            " reuses the run's folder) cannot be submitted there"
+        )
+    from jobkit.render.engine import render
+
+    return render(spec, template_dir=template_dir, attempt=attempt)
 
 
-def plan_submission(spec: JobSpec, *, workdir: Path, template_dir: Path | None = None) -> Plan:
-    """Render the script and work out the submit command; runs nothing, records nothing."""
-    script = render_script(spec, template_dir, workdir.resolve())
+def plan_submission(
+    spec: JobSpec,
+    *,
+    workdir: Path,
+    template_dir: Path | None = None,
+    attempt: Attempt | None = None,
+) -> Plan:
+    """Render the script and work out the submit command; runs nothing, records nothing.
+    `attempt`: the run this is a later attempt of (None: a new run)."""
+    script = render_script(spec, template_dir, workdir.resolve(), attempt)
     backend = get_backend(spec.backend)
     placeholder = _request(
         spec,
@@ -79,10 +106,19 @@ def plan_submission(spec: JobSpec, *, workdir: Path, template_dir: Path | None =
         job_dir=Path("<job-dir>"),
         token="<token>",
     )
-    return Plan(spec, script, workdir.resolve(), spec.backend, backend.submit_argv(placeholder))
+    argv = backend.submit_argv(placeholder)
+    return Plan(spec, script, workdir.resolve(), spec.backend, argv, attempt, template_dir)
 
 
-def submit(store: Store, plan: Plan) -> JobRecord:
+def submit(
+    store: Store,
+    plan: Plan,
+    *,
+    run_id: str | None = None,
+    attempt: int = 1,
+    sweep_id: str | None = None,
+    task: str | None = None,
+) -> JobRecord:
     """Record the intent, write the script and logs folder, submit, and record the result.
 
     A refusal (the scheduler's non-zero exit, raised verbatim as SchedulerError) or a
@@ -90,6 +126,11 @@ def submit(store: Store, plan: Plan) -> JobRecord:
     known whether the scheduler took the job (a timeout, an unreadable reply, Ctrl-C while
     the submit command ran) the row stays SUBMITTING for `reconcile_submissions`, which
     adopts the job by its token or calls it lost; the error is raised again.
+
+    run_id/attempt: the run this job is an attempt of (None: a new run, see
+    manager/attempts.py); sweep_id/task: the sweep task it runs. A task on an "array"
+    backend is tracked by the scheduler's id of that task (the plan's scheduler.array names
+    it alone); on an "each" backend the launcher gets JOBKIT_TASK_ID.
     """
     backend = get_backend(plan.backend)
     record = store.create_intent(
@@ -99,10 +140,17 @@ def submit(store: Store, plan: Plan) -> JobRecord:
         script=plan.script,
         workdir=plan.workdir,
         token=new_token(),
-        extra={"submitter": submitter_identity()},
+        extra={"submitter": submitter_identity(), **_template_fact(plan)},
+        run_id=run_id,
+        attempt=attempt,
+        sweep_id=sweep_id,
+        task=task,
     )
     try:
         request = _prepare(record, plan)
+        if task is not None and backend.sweep_mode == "each":
+            request = replace(request, task=task, sweep_id=sweep_id)
+        request, left_out = leave_out_bad_nodes(store, backend, request)  # docs/nodes.md
     except BaseException as err:
         store.mark_failed(record.jobkit_id, f"submission failed: {_one_line(err)}")
         raise
@@ -115,13 +163,37 @@ def submit(store: Store, plan: Plan) -> JobRecord:
     except JobkitError as err:
         store.mark_failed(record.jobkit_id, f"submission failed: {_one_line(err)}")
         raise
+    submitted = _as_task_and_attempt(backend, submitted, task, plan.attempt)
     return store.mark_submitted(
         record.jobkit_id,
         scheduler_id=submitted.scheduler_id,
         argv=submitted.argv,
         log_paths=submitted.log_paths,
-        extra=submitted.extra,
+        extra={**submitted.extra, **left_out.facts()},
     )
+
+
+def _template_fact(plan: Plan) -> dict[str, str]:
+    """The site template folder, when one was used (extra['template_dir'])."""
+    return {"template_dir": str(plan.template_dir)} if plan.template_dir else {}
+
+
+def _as_task_and_attempt(
+    backend: Backend, submitted: Submitted, task: str | None, attempt: Attempt | None
+) -> Submitted:
+    """What to record of a submission: one task of an array job (a sweep task submitted
+    alone) is tracked by the scheduler's id of that task and its own log paths; a later
+    attempt's run folder is the run's (render/attempt.py)."""
+    scheduler_id = submitted.scheduler_id
+    paths = dict(submitted.log_paths)
+    extra = dict(submitted.extra)
+    if task is not None and backend.sweep_mode == "array":
+        scheduler_id = backend.task_job_id(scheduler_id, task)
+        paths = {key: value.replace("{task}", task) for key, value in paths.items()}
+        extra.pop("array", None)
+    if attempt is not None:
+        paths["run_dir"] = attempt.run_dir
+    return replace(submitted, scheduler_id=scheduler_id, log_paths=paths, extra=extra)
 
 
 def _certainly_not_submitted(err: SchedulerError) -> bool:

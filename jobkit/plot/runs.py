@@ -33,10 +33,14 @@ class RunSource:
     task: str | None
     run_dir: Path
     metrics_path: Path
+    caption: str | None = None
+    """The legend's text when the caller names the run (a sweep's task: its overrides)."""
 
     @property
     def label(self) -> str:
-        """The legend's text: `name (jobkit id)`, `name (jobkit id task 3)`."""
+        """The legend's text: `name (jobkit id)`, `name (jobkit id task 3)`, or the caption."""
+        if self.caption is not None:
+            return self.caption
         task = f" task {self.task}" if self.task is not None else ""
         return f"{self.record.name} ({self.record.jobkit_id}{task})"
 

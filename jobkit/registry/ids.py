@@ -28,6 +28,21 @@ class AmbiguousJobError(UsageError):
         super().__init__(_ambiguous_message(text, self.candidates))
 
 
+class SweepNamedError(UsageError):
+    """A sweep's id where one job is needed (exit 2); the message lists its tasks."""
+
+    def __init__(self, sweep_id: str, tasks: Sequence[JobRecord]) -> None:
+        shown = ", ".join(
+            f"task {r.task} {r.jobkit_id}" for r in tasks[:MAX_LISTED] if r.task is not None
+        )
+        more = len(tasks) - MAX_LISTED
+        tail = f" and {more} more" if more > 0 else ""
+        super().__init__(
+            f"'{sweep_id}' is a sweep of {len(tasks)} jobs: name one task ({shown}{tail});"
+            f" `jobkit status {sweep_id}` lists them"
+        )
+
+
 def _describe(record: JobRecord) -> str:
     sched = record.scheduler_id or "-"
     return f"{record.jobkit_id} ({record.name}, {record.backend} {sched})"
@@ -52,6 +67,9 @@ def resolve_job_task(store: Store, text: str) -> tuple[JobRecord, str | None]:
     if not matches:
         raise UnknownJobError(f"no tracked job '{wanted}'")
     if len(matches) > 1:
+        sweeps = {r.sweep_id for r in matches}
+        if sweeps == {wanted}:
+            raise SweepNamedError(wanted, matches)
         raise AmbiguousJobError(wanted, matches)
     record = matches[0]
     return record, _task_of(record, wanted)

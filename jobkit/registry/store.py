@@ -350,6 +350,40 @@ class Store(RegistryReader):
 
         self._write(update)
 
+    def claim_extra(self, jobkit_id: str, key: str, value: Any) -> bool:
+        """Set `extra[key]` unless it is already set, atomically: True for the one caller
+        (of all jobkit processes) that set it."""
+        claimed = False
+
+        def mark(conn: sqlite3.Connection) -> None:
+            nonlocal claimed
+            cursor = conn.execute(
+                "UPDATE jobs SET extra = json_set(extra, ?, json(?))"
+                " WHERE jobkit_id = ? AND json_extract(extra, ?) IS NULL",
+                (f"$.{key}", json.dumps(value), jobkit_id, f"$.{key}"),
+            )
+            claimed = cursor.rowcount == 1
+
+        self._write(mark)
+        return claimed
+
+    def add_note(self, record: JobRecord, reason: str, *, now: float | None = None) -> None:
+        """A history line saying what jobkit did to a job, its state unchanged."""
+        at = time.time() if now is None else now
+
+        def add(conn: sqlite3.Connection) -> None:
+            _add_history(
+                conn,
+                record.jobkit_id,
+                at,
+                record.state,
+                record.raw_state,
+                StateSource.JOBKIT,
+                reason,
+            )
+
+        self._write(add)
+
     # -- the user's list of bad nodes (docs/nodes.md) ---------------------------------------
 
     def add_bad_nodes(

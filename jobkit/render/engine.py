@@ -22,9 +22,11 @@ from jobkit.core.errors import JobkitError, SpecError
 from jobkit.core.overrides import set_word
 from jobkit.core.paths import templates_dir
 from jobkit.core.units import format_hms, format_memory, format_slurm_time
+from jobkit.render.attempt import Attempt
 from jobkit.render.cache import bytecode_cache
 from jobkit.render.interpreter import Interpreter, choose_interpreter
 from jobkit.spec.schema import NODE_LAUNCHERS, JobSpec
+from jobkit.spec.sweep import SweepTask, one_based, sweep_tasks, value_text
 
 BUILTIN_PREFIX = "builtin"
 """`{% extends "builtin/slurm/job.sh.j2" %}` always names the built-in template."""
@@ -97,12 +99,14 @@ def render(
     *,
     template_name: str | None = None,
     extra: dict[str, Any] | None = None,
+    attempt: Attempt | None = None,
 ) -> str:
     """The script for `spec.backend` ("" for submitit: backends/submitit.py sbatch_text).
 
     `template_dir` (a site's templates) is searched before the built-in ones; `interpreter`
     is env.python's choice (default: chosen from this process's environment).
     `template_name` renders another template (render/by_hand.py) with `extra` variables.
+    `attempt`: a later attempt of a run (render/attempt.py); None for a first attempt.
     """
     name = template_name or backend_class(spec.backend).template
     if name is None:
@@ -110,7 +114,8 @@ def render(
     env = _environment(template_dir)
     try:
         template = env.get_template(name)
-        script = template.render({**template_context(spec, interpreter), **(extra or {})})
+        context = {**template_context(spec, interpreter), **(extra or {})}
+        script = template.render({**context, "attempt": attempt} if attempt else context)
     except JobkitError:
         raise
     except jinja2.TemplateSyntaxError as err:
@@ -142,6 +147,11 @@ def template_context(spec: JobSpec, interpreter: Interpreter | None = None) -> d
         "program": program_argv(spec, chosen),
         "interpreter": chosen,
         "exports": env_exports(spec),
+        "sweep_tasks": [sweep_case(spec, task) for task in sweep_tasks(spec)],
+        "sweep_array_from_1": (
+            one_based(spec.scheduler.array) if spec.sweep and spec.scheduler.array else None
+        ),
+        "attempt": None,  # a later attempt of a run: render(..., attempt=)
         **template_constants(),
         **backend_class(spec.backend).template_context(spec),
     }
@@ -160,6 +170,28 @@ def program_argv(spec: JobSpec, interpreter: Interpreter | None = None) -> list[
     for key, value in run.train.overrides.items():
         argv += ["--set", set_word(key, value)]  # read back as jobkit read it
     return argv
+
+
+def sweep_argv(spec: JobSpec, task: SweepTask) -> list[str]:
+    """The words a sweep task adds to the program: `--set KEY=VALUE` for the bundled trainer
+    (read back as jobkit read it), `KEY=VALUE` after a run.command."""
+    if spec.run.command is not None:
+        return [f"{key}={value_text(value)}" for key, value in task.overrides.items()]
+    words: list[str] = []
+    for key, value in task.overrides.items():
+        words += ["--set", set_word(key, value)]
+    return words
+
+
+def sweep_case(spec: JobSpec, task: SweepTask) -> dict[str, Any]:
+    """What the script's `case "$JOBKIT_TASK_ID"` holds for one task (macros.sh.j2
+    sweep_select): its index, words, JSON text and the line that names it."""
+    return {
+        "index": task.index,
+        "words": sweep_argv(spec, task),
+        "json": task.json_text(),
+        "shown": task.shown(),
+    }
 
 
 def env_exports(spec: JobSpec) -> list[tuple[str, str]]:

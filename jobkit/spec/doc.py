@@ -250,6 +250,11 @@ Checks across keys (each reported at the key named first):
 - `resources.cpus_per_process`: not together with `resources.cpus_per_task`.
 - `logs.dir`: no `%` with backend `submitit` (submitit reads `%j`, `%t`... in its folder;
   a submission folder with `%` is refused at submit).
+- `sweep`: `sweep.grid` or `sweep.sets` (or both); no list empty, no value repeated in a grid
+  list, no set repeated, no key both in the grid and in a set; at most 10,000 tasks; not with
+  backend `submitit`. slurm, pbs, sge: `scheduler.array` is filled as `0-{N-1}` (`%K` with
+  `sweep.max_parallel`), and one given may name only task ids 0 to N-1; local, ssh: no
+  `scheduler.array` (docs/sweeps.md).
 - Any string that reaches a script (names, paths, commands, variables) must not hold a
   newline, carriage return or NUL.
 

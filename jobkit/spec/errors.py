@@ -131,7 +131,7 @@ def _cross_field(detail: dict[str, Any]) -> Problem | None:
     error = (detail.get("ctx") or {}).get("error")
     if not isinstance(error, CrossFieldError):
         return None
-    key_path = split_key(error.key) or (error.key,)
+    key_path = error.path or split_key(error.key) or (error.key,)
     message = getattr(error, "message", None) or str(error).removeprefix(f"{error.key}: ")
     return Problem(key_path, message)
 

@@ -19,7 +19,18 @@ from jobkit.backends.registry import backend_class, builtin_names
 from jobkit.backends.sge.options import SgeOptions
 from jobkit.core.errors import CrossFieldError
 from jobkit.spec.model import StrictModel
-from jobkit.spec.sections import Env, Launch, Logs, Monitor, Resources, Run, Scheduler, Ssh
+from jobkit.spec.sections import (
+    Env,
+    Launch,
+    Logs,
+    Monitor,
+    Resources,
+    Run,
+    Scheduler,
+    Ssh,
+    Sweep,
+)
+from jobkit.spec.sweep import check_sweep_backend
 from jobkit.spec.values import BackendName, JobName, SafeStr
 
 NODE_LAUNCHERS = ("torchrun", "distributed-launch", "spawn")
@@ -43,6 +54,11 @@ class JobSpec(StrictModel):
     sge: SgeOptions = Field(default_factory=SgeOptions)
     monitor: Monitor = Field(default_factory=Monitor)
     logs: Logs = Field(default_factory=Logs)
+    sweep: Sweep | None = Field(
+        None,
+        description="A parameter sweep: the job runs once per override set, as one array job"
+        " (slurm, pbs, sge) or one job per task (local, ssh); docs/sweeps.md.",
+    )
 
     @model_validator(mode="after")
     def _cross_field(self) -> JobSpec:
@@ -100,6 +116,7 @@ def check_cross_fields(spec: JobSpec) -> None:
     """Checks that involve several keys; raise CrossFieldError naming the key to fix."""
     res, launch = spec.resources, spec.launch
     _check_launcher(spec)
+    check_sweep_backend(spec, backend_class(spec.backend).sweep_mode)
     _check_node_range(spec)
     _check_node_launcher(spec)
     if launch.launcher in NODE_LAUNCHERS and res.tasks_per_node not in (None, 1):

@@ -13,8 +13,10 @@ from pydantic import (
 )
 
 from jobkit.core.errors import CrossFieldError
+from jobkit.core.units import parse_period
 from jobkit.spec.model import StrictModel
 from jobkit.spec.noderange import node_count, split_node_range
+from jobkit.spec.sweep import check_sweep
 from jobkit.spec.values import (
     Argv,
     DurationSeconds,
@@ -113,6 +115,14 @@ class Scheduler(StrictModel):
         default_factory=list, description="When to send mail, e.g. [END, FAIL]; needs mail_user."
     )
     requeue: bool = Field(False, description="Let the scheduler (and jobkit) requeue the job.")
+    max_attempts: int = Field(
+        5,
+        ge=1,
+        le=1000,
+        description="With requeue on: how many jobs a run may take in all; jobkit submits the"
+        " next attempt when the scheduler could not requeue (preempted, NODE_FAIL, a refused"
+        " requeue). 1: never (docs/runs.md).",
+    )
     signal: Annotated[SafeStr, AfterValidator(_signal)] | None = Field(
         None, description="Preemption warning, e.g. USR2@120: that signal 120 s before the end."
     )
@@ -124,6 +134,13 @@ class Scheduler(StrictModel):
     pbs_flavor: Literal["pro", "torque"] = Field("pro", description="PBS Pro or Torque syntax.")
     pbs_spawner: Literal["pbsdsh", "mpiexec", "ssh"] = Field(
         "pbsdsh", description="How a multi-node PBS job starts one torchrun on each host."
+    )
+    exclude_bad_nodes_for: Annotated[int, BeforeValidator(parse_period), SourceText()] = Field(
+        "6h",
+        validate_default=True,
+        description="After a NODE_FAIL, or a failed launch.preflight naming a node, later jobs"
+        " of this backend leave that node out (Slurm --exclude) for this long: 6h, 30m, 1d,"
+        " minutes or HH:MM:SS; 0 switches it off (docs/nodes.md, `jobkit nodes`).",
     )
 
 
@@ -339,3 +356,43 @@ class Logs(StrictModel):
     dir: NonEmptySafeStr = Field(
         "logs", description="Log folder, relative to the directory you submit from."
     )
+
+
+def _sweep_key(value: str) -> str:
+    if not value or "=" in value:
+        raise ValueError(f"must be a key like optim.lr, without = (got {value!r})")
+    return value
+
+
+SweepKey = Annotated[SafeStr, AfterValidator(_sweep_key)]
+"""A trainer or program key a sweep sets (`optim.lr`): reaches the program as `key=value`."""
+
+
+class Sweep(StrictModel):
+    """A parameter sweep: one task per override set (docs/sweeps.md)."""
+
+    grid: dict[SweepKey, Annotated[list[ScalarValue], Field(min_length=1)]] | None = Field(
+        None,
+        min_length=1,
+        description="Key -> the values to try, e.g. {optim.lr: [1e-3, 3e-4]}: every"
+        " combination is a task (the last key varies fastest). Keys are trainer keys"
+        " (--set KEY=VALUE) or, with run.command, KEY=VALUE words added to the command.",
+    )
+    sets: list[dict[SweepKey, ScalarValue]] | None = Field(
+        None,
+        min_length=1,
+        description="Override sets, each one task (with a grid: each set with every grid"
+        " combination), e.g. [{optim.lr: 0.1}, {optim.lr: 0.01, train.steps: 50}].",
+    )
+    max_parallel: int | None = Field(
+        None,
+        ge=1,
+        le=10_000,
+        description="At most this many tasks run at once (Slurm/PBS array %K; local, ssh:"
+        " the later tasks wait for a free slot). Default: no limit.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> Sweep:
+        check_sweep(self)
+        return self

@@ -241,3 +241,21 @@ def test_array_not_final_while_sacct_knows_only_the_base_record() -> None:
     final = array_observation(only_last, sacct_tasks(complete)["12858"], 3)
     assert final is not None
     assert (final.state, final.exit_code, final.source) == (State.FAILED, 1, "sacct")
+
+
+def test_an_ended_array_task_drops_the_array_limit_it_waited_on() -> None:
+    """sacct keeps the last pending reason of a task that waited on `%N` (JobArrayTaskLimit)
+    or a QOS/association limit: once it ran, that reason is no longer why anything happens;
+    a reason that says why it ended stays."""
+    ended = sacct_tasks(
+        parse_sacct(
+            "11_2|11|COMPLETED|0:0|00:00:05|n1|JobArrayTaskLimit|||\n"
+            "12|12|COMPLETED|0:0|00:00:05|n1|QOSMaxJobsPerUserLimit|||\n"
+            "13|13|FAILED|1:0|00:00:05|n1|NonZeroExitCode|||\n"
+        )
+    )
+    assert ended["11"]["2"].reason is None
+    assert ended["12"][None].reason is None
+    assert ended["13"][None].reason == "NonZeroExitCode"
+    waiting = sacct_tasks(parse_sacct("14_3|14|PENDING|0:0|00:00:00||JobArrayTaskLimit|||\n"))
+    assert waiting["14"]["3"].reason == "JobArrayTaskLimit"

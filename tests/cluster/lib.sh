@@ -236,6 +236,9 @@ SchedulerType=sched/backfill
 SchedulerParameters=bf_interval=5
 # Requeue allowed (scontrol requeue, --requeue); jobs run as root in their submit dir.
 JobRequeue=1
+# Preemption between partitions (see the partitions below): off except in 'norequeue'.
+PreemptType=preempt/partition_prio
+PreemptMode=CANCEL
 # Finished jobs leave squeue 10-20 s after they end (purge runs every max(10, MinJobAge) s);
 # sacct still answers for them.
 MinJobAge=10
@@ -252,7 +255,12 @@ JobCompType=jobcomp/none
 # Two one-CPU nodes on this host, told apart by port; /etc/hosts maps n1 n2 to 127.0.0.1.
 NodeName=n1 NodeHostname=${host} NodeAddr=127.0.0.1 Port=$(jk_slurmd_port n1) CPUs=1 RealMemory=4000 State=UNKNOWN
 NodeName=n2 NodeHostname=${host} NodeAddr=127.0.0.1 Port=$(jk_slurmd_port n2) CPUs=1 RealMemory=4000 State=UNKNOWN
-PartitionName=${JK_PARTITION} Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
+# Preemption by partition tier: only jobs of 'norequeue' can be preempted, and there the
+# scheduler cancels them (PreemptMode=CANCEL, no requeue): the site jobkit must resubmit for
+# (issue 16). A job in 'urgent' (higher tier) preempts them; 'debug' jobs are never preempted.
+PartitionName=${JK_PARTITION} Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP PreemptMode=OFF
+PartitionName=norequeue Nodes=n1,n2 MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=CANCEL GraceTime=30
+PartitionName=urgent Nodes=n1,n2 MaxTime=INFINITE State=UP PriorityTier=2
 EOF
 }
 

@@ -115,3 +115,19 @@ def test_a_schema_2_registry_gains_runs_with_its_jobs_as_their_own_runs(jobkit_h
     conn = sqlite3.connect(jobkit_home / "jobkit.db")
     assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION
     conn.close()
+
+
+def test_a_sweep_id_where_one_job_is_needed_names_its_tasks() -> None:
+    import pytest
+
+    from jobkit.registry.ids import SweepNamedError, resolve_job
+
+    with Store() as store:
+        sweep_id = store.new_id()
+        tasks = [_intent(store, sweep_id=sweep_id, task=str(i)) for i in range(2)]
+        with pytest.raises(SweepNamedError) as caught:
+            resolve_job(store, sweep_id)
+        assert str(caught.value) == (
+            f"'{sweep_id}' is a sweep of 2 jobs: name one task (task 0 {tasks[0].jobkit_id},"
+            f" task 1 {tasks[1].jobkit_id}); `jobkit status {sweep_id}` lists them"
+        )

@@ -22,7 +22,7 @@ from jobkit.backends.pbs.states import (
     split_exit_status,
 )
 from jobkit.core import proc
-from jobkit.core.errors import SchedulerError, SpecError
+from jobkit.core.errors import CrossFieldError, SchedulerError, SpecError
 from jobkit.core.run_files import read_exit_file
 from jobkit.core.states import State
 
@@ -195,6 +195,17 @@ class PbsBackend(BatchScheduler):
     launchers = ("torchrun", "mpirun")
 
     @classmethod
+    def validate(cls, spec: JobSpec) -> None:
+        """A sweep's running-task limit: Torque syntax only."""
+        sweep = spec.sweep
+        if spec.scheduler.pbs_flavor == "pro" and sweep is not None and sweep.max_parallel:
+            raise CrossFieldError(
+                "sweep.max_parallel",
+                "PBS Pro arrays take no limit of running tasks (%K is Slurm/Torque syntax):"
+                " leave sweep.max_parallel out, or use scheduler.pbs_flavor torque",
+            )
+
+    @classmethod
     def check_script(cls, spec: JobSpec, script: str) -> None:
         """What PBS Pro's array syntax cannot express."""
         array = spec.scheduler.array
@@ -204,6 +215,28 @@ class PbsBackend(BatchScheduler):
                 " Slurm/Torque syntax)",
                 key="scheduler.array",
             )
+
+    @classmethod
+    def task_job_id(cls, scheduler_id: str, task: str) -> str:
+        """`123[4].server` (PBS Pro, Torque) from `123[].server`; `123[4]` from the bare
+        `123` that Slurm's Torque wrappers print (which cannot address it: see `cancel`)."""
+        number, dot, server = scheduler_id.partition(".")
+        return f"{number.removesuffix('[]')}[{task}]{dot}{server}"
+
+    def log_paths(self, request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
+        """The shared rule; an array's files per task, named as the script names its job
+        (`123[{task}].server` under PBS, `123_{task}` under Slurm's Torque wrappers)."""
+        if not request.spec.scheduler.array:
+            return super().log_paths(request, scheduler_id)
+        number, dot, server = scheduler_id.partition(".")
+        base = number.removesuffix("[]")
+        job_id = f"{base}[{{task}}]{dot}{server}" if dot else f"{base}_{{task}}"
+        return super().log_paths(request, job_id)
+
+    @classmethod
+    def task_label(cls, scheduler_id: str, task: str) -> str:
+        """`123[4]`, as PBS names a subjob."""
+        return job_number(cls.task_job_id(scheduler_id, task))
 
     lost_reply_fate_unknown = True
     """A qsub whose reply was lost and whose job `find_launched` cannot see may still have
@@ -304,10 +337,36 @@ class PbsBackend(BatchScheduler):
         return done
 
     def cancel(self, jobs: Sequence[TrackedJob]) -> None:
-        """One qdel for all the jobs."""
-        ids = [j.scheduler_id for j in jobs]
+        """One qdel for all the jobs (a subjob id `123[4].server`: that task only).
+
+        Slurm's Torque wrappers cannot address one task: their qdel reads `123[4]` as the
+        number 123 and would stop the whole array, so such tasks are refused (say how to
+        cancel them with scancel) after the other jobs were cancelled.
+        """
+        unaddressable = [j for j in jobs if _wrapper_task(j.scheduler_id)]
+        ids = [j.scheduler_id for j in jobs if not _wrapper_task(j.scheduler_id)]
         if ids:
             proc.run(["qdel", *ids], timeout=self.query_timeout_s)
+        if unaddressable:
+            hints = ", ".join(
+                f"scancel {job_number(j.scheduler_id).replace('[', '_').rstrip(']')}"
+                for j in unaddressable
+            )
+            raise SchedulerError(
+                ["qdel"],
+                None,
+                "",
+                "",
+                reason="Slurm's Torque wrappers cannot stop one task of an array (their qdel"
+                f" would stop all of it); stop it with Slurm itself: {hints}",
+            )
+
+
+def _wrapper_task(scheduler_id: str) -> bool:
+    """One task (`123[4]`) of an array submitted through Slurm's Torque wrappers (their ids
+    have no server part)."""
+    number, dot, _ = scheduler_id.partition(".")
+    return not dot and number.endswith("]") and not number.endswith("[]")
 
 
 def _parse_or_fail(argv: list[str], done: proc.Completed, parse: Any) -> Any:

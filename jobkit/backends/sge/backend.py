@@ -14,6 +14,7 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobkit.backends.base import Observation, SubmitRequest, TrackedJob
@@ -22,9 +23,11 @@ from jobkit.backends.sge.parse import (
     FinishedRun,
     LiveJob,
     job_number,
+    job_task,
     parse_qacct,
     parse_qstat_xml,
     parse_qsub_terse,
+    tasks_include,
 )
 from jobkit.backends.sge.states import (
     KILLED_BY_SIGNAL_BASE,
@@ -38,8 +41,6 @@ from jobkit.core.run_files import read_exit_file
 from jobkit.core.states import State
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from jobkit.backends.preflight import Preflight
     from jobkit.backends.waiting import WaitInfo
     from jobkit.core.usage import Usage
@@ -57,11 +58,24 @@ class SgeBackend(BatchScheduler):
 
     name = "sge"
     template = "sge/job.sh.j2"
+    excludes_nodes = True
 
     @classmethod
     def task_label(cls, scheduler_id: str, task: str) -> str:
         """JOB_ID.TASK, as qstat and qacct show it."""
         return f"{scheduler_id}.{task}"
+
+    @classmethod
+    def array_task(cls, task: str) -> str:
+        """Grid Engine numbers array tasks from 1: sweep task i is its task i+1
+        (templates/sge/job.sh.j2)."""
+        return str(int(task) + 1) if task.isdigit() else task
+
+    @classmethod
+    def task_job_id(cls, scheduler_id: str, task: str) -> str:
+        """`123.5` for sweep task 4: what qdel takes for one task (poll finds it in qstat's
+        and qacct's rows)."""
+        return f"{job_number(scheduler_id)}.{cls.array_task(task)}"
 
     @classmethod
     def validate(cls, spec: JobSpec) -> None:
@@ -75,6 +89,8 @@ class SgeBackend(BatchScheduler):
                 " `qconf -spl` lists them)",
             )
         array = spec.scheduler.array
+        if array and spec.sweep is not None:
+            array = array.partition("%")[0]  # a sweep's limit becomes -tc (templates/sge)
         if array and not _ARRAY.match(array):
             raise CrossFieldError(
                 "scheduler.array",
@@ -91,8 +107,17 @@ class SgeBackend(BatchScheduler):
     # -- submitting -------------------------------------------------------------------------
 
     def submit_argv(self, request: SubmitRequest) -> list[str]:
-        """`qsub -terse <script>`, run in the submission directory."""
-        return ["qsub", "-terse", str(request.script_path)]
+        """`qsub -terse [-l h=!NODE...] <script>`, run in the submission directory (bad nodes
+        left out: sge/exclude.py)."""
+        from jobkit.backends.sge.exclude import exclude_args
+
+        return ["qsub", "-terse", *exclude_args(request.exclude_nodes), str(request.script_path)]
+
+    def usable_nodes(self, spec: JobSpec) -> tuple[str, ...] | None:
+        """The execution hosts (`qconf -sel`)."""
+        from jobkit.backends.sge.exclude import usable_nodes
+
+        return usable_nodes(self.query_timeout_s)
 
     def preflight(self, spec: JobSpec, script: str, workdir: Path, *, thorough: bool) -> Preflight:
         """`qsub -w v` and the queue's h_rt (thorough only: sge/preflight.py)."""
@@ -130,6 +155,9 @@ class SgeBackend(BatchScheduler):
         ended = []
         for job in jobs:
             rows = live.get(job_number(job.scheduler_id))
+            task = job_task(job.scheduler_id)
+            if rows and task is not None:  # one task: its row (running) or its range (waiting)
+                rows = [row for row in rows if tasks_include(row.tasks, task)]
             if rows:
                 result[job.scheduler_id] = _live_observation(rows)
             else:
@@ -137,7 +165,7 @@ class SgeBackend(BatchScheduler):
         if ended:
             runs = self._accounting(ended)
             for job in ended:
-                obs = _finished_observation(job, runs.get(job_number(job.scheduler_id), []))
+                obs = _finished_observation(job, _runs_of(job, runs))
                 if obs is not None:
                     result[job.scheduler_id] = obs
         return result
@@ -201,12 +229,15 @@ class SgeBackend(BatchScheduler):
     # -- cancel ------------------------------------------------------------------------------
 
     def cancel(self, jobs: Sequence[TrackedJob]) -> None:
-        """One qdel for all the jobs; each job's folder notes that jobkit cancelled it."""
+        """One qdel for all the jobs (a task id `123.4`: that task only); each job's folder
+        notes that jobkit cancelled it (a task's own note: a sweep's tasks share a folder)."""
         for job in jobs:
             job.job_dir.mkdir(parents=True, exist_ok=True)
-            (job.job_dir / CANCELLED_FILE).write_text("cancelled by jobkit\n")
-        numbers = sorted({job_number(j.scheduler_id) for j in jobs})
-        proc.run(["qdel", *numbers], timeout=self.query_timeout_s)
+            _cancelled_file(job).write_text("cancelled by jobkit\n")
+        ids = [
+            j.scheduler_id if job_task(j.scheduler_id) else job_number(j.scheduler_id) for j in jobs
+        ]
+        proc.run(["qdel", *sorted(set(ids))], timeout=self.query_timeout_s)
 
     # -- lost submissions ---------------------------------------------------------------------
 
@@ -256,13 +287,32 @@ def _live_observation(rows: Sequence[LiveJob]) -> Observation:
     return Observation(state, raw, "qstat", reason=reason, nodes=",".join(hosts) or None)
 
 
+def _cancelled_file(job: TrackedJob) -> Path:
+    """jobkit's note that it cancelled the job: `cancelled`, or `cancelled.TASK` for a task."""
+    task = job_task(job.scheduler_id)
+    return job.job_dir / (f"{CANCELLED_FILE}.{task}" if task else CANCELLED_FILE)
+
+
+def _runs_of(job: TrackedJob, runs: Mapping[str, list[FinishedRun]]) -> list[FinishedRun]:
+    """The qacct records of a job (every task of an array), or of one task."""
+    found = runs.get(job_number(job.scheduler_id), [])
+    task = job_task(job.scheduler_id)
+    return found if task is None else [run for run in found if run.task == task]
+
+
 def _finished_observation(job: TrackedJob, runs: Sequence[FinishedRun]) -> Observation | None:
     """A job qstat no longer shows: from qacct (every array task), else the exit file."""
-    cancelled = (job.job_dir / CANCELLED_FILE).exists()
+    cancelled = _cancelled_file(job).exists()
+    task = job_task(job.scheduler_id)
     if not runs:  # accounting not written yet: the run folder, else the vanished grace
         found = exit_file_observation(job, "qacct has no record yet; exit code from the run folder")
         if found is not None and cancelled:
             return replace(found, state=State.CANCELLED)
+        if found is None and cancelled and task is not None:
+            # A task deleted before it started leaves no accounting record at all.
+            return Observation(
+                State.CANCELLED, "deleted", "qacct", reason="cancelled by jobkit (no record)"
+            )
         return found
     states = [normalize_qacct(r.failed, r.exit_status, r.deleted or cancelled) for r in runs]
     order = (State.CANCELLED, State.TIMEOUT, State.FAILED)
@@ -270,7 +320,8 @@ def _finished_observation(job: TrackedJob, runs: Sequence[FinishedRun]) -> Obser
     failing = [r for r in runs if r.failed or r.exit_status]
     first = failing[0] if failing else runs[0]
     exit_code = first.exit_status
-    script_code = None if job.extra.get("array") else read_exit_file(job.extra.get("run_dir"))
+    whole_array = job.extra.get("array") and task is None
+    script_code = None if whole_array else read_exit_file(job.extra.get("run_dir"))
     if script_code is not None and worst in (State.SUCCEEDED, State.FAILED):
         # Each host of a parallel job has its record (qrsh -inherit's too): the script's own
         # exit code says how the job ended.

@@ -27,6 +27,28 @@ def job_number(scheduler_id: str) -> str:
     return scheduler_id.split(".", 1)[0]
 
 
+def job_task(scheduler_id: str) -> str | None:
+    """'4' of '123.4' (one array task); None for a job or a whole array."""
+    return scheduler_id.partition(".")[2] or None
+
+
+def tasks_include(tasks: str | None, task: str) -> bool:
+    """True when qstat's <tasks> of a row (`4`, `3,4`, `5-10:1`, `1-9:2`) names `task`."""
+    if not tasks or not task.isdigit():
+        return False
+    number = int(task)
+    for part in tasks.split(","):
+        bounds, _, step_text = part.strip().partition(":")
+        first, _, last = bounds.partition("-")
+        if not first.isdigit() or (last and not last.isdigit()):
+            continue
+        step = int(step_text) if step_text.isdigit() and int(step_text) > 0 else 1
+        low, high = int(first), int(last) if last else int(first)
+        if low <= number <= high and (number - low) % step == 0:
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class LiveJob:
     """One row of qstat -xml: a job, or some tasks of an array job."""

@@ -23,6 +23,7 @@ from jobkit.core.states import State
 
 if TYPE_CHECKING:  # the parsers and proc load when a command runs: render stays quick
     from jobkit.backends.preflight import Preflight
+    from jobkit.backends.slurm.parse import SlurmId
     from jobkit.backends.slurm.tasks import TaskMap
     from jobkit.backends.waiting import Explanation, WaitInfo
     from jobkit.core.usage import Usage
@@ -39,6 +40,7 @@ class SlurmBackend(BatchScheduler):
     template = "slurm/job.sh.j2"
     launchers = ("torchrun", "srun", "mpirun", "spawn", "distributed-launch")
     node_ranges = True
+    excludes_nodes = True
 
     @classmethod
     def check_script(cls, spec: JobSpec, script: str) -> None:
@@ -58,14 +60,42 @@ class SlurmBackend(BatchScheduler):
                     key="scheduler.extra",
                 )
 
+    @classmethod
+    def task_job_id(cls, scheduler_id: str, task: str) -> str:
+        """`123_4` (`123_4;cluster` on a federation): what squeue, sacct and scancel take."""
+        job, sep, cluster = scheduler_id.partition(";")
+        return f"{job}_{task}{sep}{cluster}"
+
+    @classmethod
+    def task_label(cls, scheduler_id: str, task: str) -> str:
+        """`123_4`, as squeue shows an array task."""
+        return cls.task_job_id(scheduler_id, task).partition(";")[0]
+
     def submit_argv(self, request: SubmitRequest) -> list[str]:
-        """`sbatch --parsable --comment=jobkit:<token> <script>` (the token adopts lost replies)."""
+        """`sbatch --parsable --comment=jobkit:<token> [--exclude=NODES] <script>` (the token
+        adopts lost replies; bad nodes are left out, slurm/exclude.py)."""
+        from jobkit.backends.slurm.exclude import exclude_args
+
         return [
             "sbatch",
             "--parsable",
             f"--comment={COMMENT_PREFIX}{request.token}",
+            *exclude_args(request.exclude_nodes),
             str(request.script_path),
         ]
+
+    @classmethod
+    def node_names(cls, nodes: str) -> tuple[str, ...]:
+        """`n[1-2]` -> ('n1', 'n2')."""
+        from jobkit.backends.slurm.usage import expand_nodelist
+
+        return expand_nodelist(nodes)
+
+    def usable_nodes(self, spec: JobSpec) -> tuple[str, ...] | None:
+        """The nodes of the job's partition (or the default one): one sinfo."""
+        from jobkit.backends.slurm.exclude import usable_nodes
+
+        return usable_nodes(spec.resources.partition, self.query_timeout_s)
 
     def parse_submit_output(self, argv: list[str], stdout: str, stderr: str) -> str:
         """`123` or `123;cluster` from sbatch --parsable."""
@@ -117,18 +147,20 @@ class SlurmBackend(BatchScheduler):
             parse_sacct,
             parse_squeue,
         )
-        from jobkit.backends.slurm.tasks import (
-            array_observation,
-            array_size,
-            choose,
-            sacct_tasks,
-            squeue_tasks,
-        )
+        from jobkit.backends.slurm.tasks import sacct_tasks, squeue_tasks
 
-        by_number = {SlurmId.parse(j.scheduler_id).job: j for j in jobs}
-        numbers = list(by_number)
+        # squeue and sacct are asked by the array's number, also for one task (`123_4`):
+        # sacct shows tasks not yet started only as the range `123_[2-5]`, under the array.
+        ids = {job.scheduler_id: SlurmId.parse(job.scheduler_id) for job in jobs}
+        numbers = list(dict.fromkeys(slurm_id.base for slurm_id in ids.values()))
         live = squeue_tasks(parse_squeue(self._squeue(numbers, cluster)))
-        need_sacct = [n for n, job in by_number.items() if not _settled_live(live.get(n), job)]
+        need_sacct = list(
+            dict.fromkeys(
+                ids[job.scheduler_id].base
+                for job in jobs
+                if not _settled_live(live, ids[job.scheduler_id], job)
+            )
+        )
         done: dict[str, TaskMap] = {}
         accounting = True
         if need_sacct:
@@ -139,13 +171,8 @@ class SlurmBackend(BatchScheduler):
                     raise
                 accounting = False
         result: dict[str, Observation] = {}
-        for number, job in by_number.items():
-            if job.extra.get("array"):
-                obs = array_observation(
-                    live.get(number), done.get(number), array_size(job.extra["array"])
-                )
-            else:
-                obs = choose(_plain(live.get(number)), _plain(done.get(number)))
+        for job in jobs:
+            obs = _observe(ids[job.scheduler_id], job, live, done)
             if not accounting and (obs is None or obs.exit_code is None):
                 obs = _exit_file_fallback(obs, job)
             elif obs is not None and obs.state is State.FAILED and obs.exit_code is None:
@@ -282,7 +309,7 @@ class SlurmBackend(BatchScheduler):
         return overlap_argv(job.scheduler_id, node, argv)
 
     def cancel(self, jobs: Sequence[TrackedJob]) -> None:
-        """One scancel for all jobs (per cluster)."""
+        """One scancel for all jobs (per cluster); a task id (`123_4`) stops that task only."""
         from jobkit.backends.slurm.parse import SlurmId
         from jobkit.core import proc
 
@@ -329,12 +356,34 @@ def _plain(tasks: TaskMap | None) -> Observation | None:
     return tasks.get(None) or summary(tasks)
 
 
-def _settled_live(tasks: TaskMap | None, job: TrackedJob) -> bool:
-    """squeue alone answers: the job is there, not ended, and (arrays) every task is seen."""
-    from jobkit.backends.slurm.tasks import array_size, summary, task_count
+def _observe(
+    slurm_id: SlurmId, job: TrackedJob, live: Mapping[str, TaskMap], done: Mapping[str, TaskMap]
+) -> Observation | None:
+    """One job's observation from both sources: one task of an array (`123_4`), a whole
+    array (its tasks aggregated) or a plain job."""
+    from jobkit.backends.slurm.tasks import array_observation, array_size, choose, task_observation
 
+    number, task = slurm_id.base, slurm_id.task
+    if task is not None:
+        return choose(
+            task_observation(live.get(number), task), task_observation(done.get(number), task)
+        )
+    if job.extra.get("array"):
+        return array_observation(live.get(number), done.get(number), array_size(job.extra["array"]))
+    return choose(_plain(live.get(number)), _plain(done.get(number)))
+
+
+def _settled_live(live: Mapping[str, TaskMap], slurm_id: SlurmId, job: TrackedJob) -> bool:
+    """squeue alone answers: the job (or task) is there, not ended, and (arrays) every task
+    is seen."""
+    from jobkit.backends.slurm.tasks import array_size, summary, task_count, task_observation
+
+    tasks = live.get(slurm_id.base)
     if not tasks:
         return False
+    if slurm_id.task is not None:
+        obs = task_observation(tasks, slurm_id.task)
+        return obs is not None and not obs.state.is_final
     if job.extra.get("array"):
         expected = array_size(job.extra["array"])
         seen = sum(task_count(key) for key in tasks if key is not None)

@@ -42,6 +42,16 @@ class SlurmId:
         job, _, cluster = text.partition(";")
         return cls(job, cluster or None)
 
+    @property
+    def base(self) -> str:
+        """The array's (or plain job's) number: `123` of `123_4`."""
+        return self.job.partition("_")[0]
+
+    @property
+    def task(self) -> str | None:
+        """The task of one array task's id (`4` of `123_4`); None for a job or whole array."""
+        return self.job.partition("_")[2] or None
+
 
 def parse_sbatch_output(argv: list[str], stdout: str, stderr: str) -> str:
     """The job id from `sbatch --parsable` output (`123` or `123;cluster`)."""

@@ -54,14 +54,35 @@ TaskMap = dict[str | None, Observation]
 """A job's tasks by task id (`"4"`, a pending range `"[5-9]"`; None for a plain job)."""
 
 
-WAIT_REASONS = frozenset({"BeginTime", "Priority", "Resources", "Dependency", "None"})
+WAIT_REASONS = frozenset(
+    {
+        "BeginTime",
+        "Priority",
+        "Resources",
+        "Dependency",
+        "None",
+        "JobArrayTaskLimit",
+        "ReqNodeNotAvail",
+        "Licenses",
+        "PartitionNodeLimit",
+        "PartitionTimeLimit",
+    }
+)
 """Reasons a job waits in the queue: stale once it runs or ended."""
+_LIMIT_FAMILIES = ("QOS", "Assoc", "MaxCpu", "MaxGRES", "MaxMem", "MaxNode")
+"""Starts of the names of limits a job waits on (QOSMaxJobsPerUserLimit, AssocGrpCpuLimit...)."""
 
 
 def _current_reason(word: str, reason: str | None) -> str | None:
     """The reason, unless it is a wait reason of a job no longer waiting (a requeued job
-    keeps BeginTime in squeue and sacct after it ran again)."""
-    return None if word != "PENDING" and reason in WAIT_REASONS else reason
+    keeps BeginTime in squeue and sacct after it ran again; an array task that waited on
+    the array's limit keeps JobArrayTaskLimit)."""
+    if word == "PENDING" or reason is None:
+        return reason
+    waited = reason in WAIT_REASONS or (
+        reason.startswith(_LIMIT_FAMILIES) and reason.endswith("Limit")
+    )
+    return None if waited else reason
 
 
 def squeue_tasks(rows: Sequence[SqueueRow]) -> dict[str, TaskMap]:
@@ -244,3 +265,36 @@ def choose(live: Observation | None, done: Observation | None) -> Observation | 
     if done is not None and (done.state.is_final or live is None):
         return done
     return live
+
+
+def task_in_range(task: str, key: str) -> bool:
+    """True when `key`, a task id (`4`) or a range of pending tasks as squeue or sacct print
+    it (`[2-5]`, `[2-5%2]`, `[1,3,7-9]`, `[0-10:2]`), names task `task`."""
+    if not task.isdigit():
+        return False
+    if not key.startswith("["):
+        return key == task
+    number = int(task)
+    for part in key.strip("[]").split("%", 1)[0].split(","):
+        bounds, _, step_text = part.strip().partition(":")
+        first, _, last = bounds.partition("-")
+        if not first.isdigit() or (last and not last.isdigit()):
+            continue
+        step = int(step_text) if step_text.isdigit() and int(step_text) > 0 else 1
+        low, high = int(first), int(last) if last else int(first)
+        if low <= number <= high and (number - low) % step == 0:
+            return True
+    return False
+
+
+def task_observation(tasks: TaskMap | None, task: str) -> Observation | None:
+    """One array task's observation: its own row, else the pending range that holds it
+    (`123_[2-5]`: Slurm keeps tasks not yet started in one record); None when not shown."""
+    if not tasks:
+        return None
+    if task in tasks:
+        return tasks[task]
+    for key, obs in tasks.items():
+        if key is not None and key.startswith("[") and task_in_range(task, key):
+            return obs
+    return None

@@ -227,14 +227,16 @@ def explain_waiting(
     """WaitInfo of each job (of one cluster) by scheduler_id: one squeue, one sacct."""
     from jobkit.backends.slurm.parse import ACCOUNTING_DISABLED, SlurmId
 
-    numbers = {job.scheduler_id: SlurmId.parse(job.scheduler_id).job for job in jobs}
+    ids = {job.scheduler_id: SlurmId.parse(job.scheduler_id) for job in jobs}
+    numbers = {key: slurm_id.base for key, slurm_id in ids.items()}  # a task: its array's
     rows: dict[str, list[QueueRow]] = defaultdict(list)
-    for row in parse_why_squeue(_squeue(list(numbers.values()), cluster_args, timeout)):
+    asked = list(dict.fromkeys(numbers.values()))
+    for row in parse_why_squeue(_squeue(asked, cluster_args, timeout)):
         rows[row.base_id].append(row)
     runs: dict[str, list[Run]] = defaultdict(list)
     accounting = True
     try:
-        for run in parse_why_sacct(_sacct(list(numbers.values()), cluster_args, timeout)):
+        for run in parse_why_sacct(_sacct(asked, cluster_args, timeout)):
             runs[run.job_id.split("_")[0]].append(run)
     except SchedulerError as err:
         if ACCOUNTING_DISABLED not in (err.stderr + err.stdout).lower():
@@ -242,9 +244,21 @@ def explain_waiting(
         accounting = False
     result = {}
     for job in jobs:
-        number = numbers[job.scheduler_id]
-        result[job.scheduler_id] = wait_info(job, rows[number], runs[number], accounting)
+        number, task = numbers[job.scheduler_id], ids[job.scheduler_id].task
+        job_rows, job_runs = rows[number], runs[number]
+        if task is not None:  # one task (`123_4`): its lines, or the pending range holding it
+            job_rows = [r for r in job_rows if _names_task(r.job_id, task)]
+            job_runs = [r for r in job_runs if _names_task(r.job_id, task)]
+        result[job.scheduler_id] = wait_info(job, job_rows, job_runs, accounting)
     return result
+
+
+def _names_task(job_id: str, task: str) -> bool:
+    """True when squeue's or sacct's `123_4` / `123_[2-5%2]` is (or holds) task `task`."""
+    from jobkit.backends.slurm.tasks import task_in_range
+
+    _, sep, tail = job_id.partition("_")
+    return bool(sep) and task_in_range(task, tail)
 
 
 def _squeue(numbers: Sequence[str], cluster_args: Sequence[str], timeout: float) -> str:

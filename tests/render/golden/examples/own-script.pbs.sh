@@ -22,15 +22,25 @@ fi
 # Relative paths in the spec are relative to this directory, on every host.
 JOBKIT_WORKDIR=$PWD
 export JOBKIT_WORKDIR
-# Slurm's Torque wrappers set no PBS_* variables: then the Slurm job id, else one made up.
-JOBKIT_JOB_ID=${PBS_JOBID:-${SLURM_JOB_ID:-local-$(date +%s)-$$}}
+# Slurm's Torque wrappers set no PBS_* variables: then the Slurm job id (an array task:
+# ARRAYJOB_TASK, as jobkit names its files), else one made up.
+if [[ -z "${PBS_JOBID:-}" && -n "${SLURM_ARRAY_JOB_ID:-}" ]]; then
+  JOBKIT_JOB_ID="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
+else
+  JOBKIT_JOB_ID=${PBS_JOBID:-${SLURM_JOB_ID:-local-$(date +%s)-$$}}
+fi
 export JOBKIT_JOB_ID
+# The array task's id (docs/sweeps.md): PBS Pro's PBS_ARRAY_INDEX, Torque's PBS_ARRAYID, or
+# under Slurm's Torque wrappers SLURM_ARRAY_TASK_ID; empty outside an array.
+export JOBKIT_TASK_ID="${PBS_ARRAY_INDEX:-${PBS_ARRAYID:-${SLURM_ARRAY_TASK_ID:-}}}"
 jobkit_logs_dir=logs
 if [[ "$jobkit_logs_dir" != /* ]]; then
   jobkit_logs_dir="$PWD/$jobkit_logs_dir"
 fi
 JOBKIT_RUN_DIR="$jobkit_logs_dir"/own-script-"$JOBKIT_JOB_ID"
 export JOBKIT_RUN_DIR
+# The run's id (its folder's name, kept by later attempts: docs/runs.md) and attempt.
+export JOBKIT_RUN_ID="${JOBKIT_RUN_DIR##*/}" JOBKIT_ATTEMPT=1
 mkdir -p -- "$JOBKIT_RUN_DIR"
 # A requeued job keeps its run folder: forget the previous run's note of a failure.
 rm -f -- "$JOBKIT_RUN_DIR/failure"
@@ -43,6 +53,7 @@ jobkit_link() {
   fi
 }
 jobkit_link own-script-"$JOBKIT_JOB_ID" latest 2>/dev/null || true
+
 for (( jobkit_i = 0; jobkit_i < 2; jobkit_i++ )); do
   # Their target never changes: a link already there is right.
   [[ -L "$jobkit_logs_dir/latest-node-$jobkit_i.out" ]] ||
@@ -157,7 +168,7 @@ jobkit_node() {
 jobkit_node_script() {
   echo "set -euo pipefail"
   declare -p JOBKIT_JOB_ID JOBKIT_RUN_DIR JOBKIT_WORKDIR MASTER_ADDR MASTER_PORT \
-    JOBKIT_NNODES JOBKIT_NPROC_PER_NODE
+    JOBKIT_NNODES JOBKIT_NPROC_PER_NODE JOBKIT_TASK_ID
   declare -f jobkit_pgid_file jobkit_node
   echo "jobkit_rc=0"
   echo "jobkit_node $1 </dev/null >>\"\$JOBKIT_RUN_DIR/node-$1.out\" 2>&1 || jobkit_rc=\$?"

@@ -21,12 +21,16 @@ else
   JOBKIT_JOB_ID="$SLURM_JOB_ID"
 fi
 export JOBKIT_JOB_ID
+# The sweep task (docs/sweeps.md): this array task's id, empty outside an array.
+export JOBKIT_TASK_ID="${SLURM_ARRAY_TASK_ID:-}"
 jobkit_logs_dir=logs
 if [[ "$jobkit_logs_dir" != /* ]]; then
   jobkit_logs_dir="$PWD/$jobkit_logs_dir"
 fi
 JOBKIT_RUN_DIR="$jobkit_logs_dir"/own-step-"$JOBKIT_JOB_ID"
 export JOBKIT_RUN_DIR
+# The run's id (its folder's name, kept by later attempts: docs/runs.md) and attempt.
+export JOBKIT_RUN_ID="${JOBKIT_RUN_DIR##*/}" JOBKIT_ATTEMPT=1
 mkdir -p -- "$JOBKIT_RUN_DIR"
 # A requeued job keeps its run folder: forget the previous run's note of a failure.
 rm -f -- "$JOBKIT_RUN_DIR/failure"
@@ -39,6 +43,7 @@ jobkit_link() {
   fi
 }
 jobkit_link own-step-"$JOBKIT_JOB_ID" latest 2>/dev/null || true
+
 for (( jobkit_i = 0; jobkit_i < 1; jobkit_i++ )); do
   # Their target never changes: a link already there is right.
   [[ -L "$jobkit_logs_dir/latest-node-$jobkit_i.out" ]] ||

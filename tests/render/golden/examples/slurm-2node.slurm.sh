@@ -24,12 +24,16 @@ else
   JOBKIT_JOB_ID="$SLURM_JOB_ID"
 fi
 export JOBKIT_JOB_ID
+# The sweep task (docs/sweeps.md): this array task's id, empty outside an array.
+export JOBKIT_TASK_ID="${SLURM_ARRAY_TASK_ID:-}"
 jobkit_logs_dir=logs
 if [[ "$jobkit_logs_dir" != /* ]]; then
   jobkit_logs_dir="$PWD/$jobkit_logs_dir"
 fi
 JOBKIT_RUN_DIR="$jobkit_logs_dir"/slurm-2node-"$JOBKIT_JOB_ID"
 export JOBKIT_RUN_DIR
+# The run's id (its folder's name, kept by later attempts: docs/runs.md) and attempt.
+export JOBKIT_RUN_ID="${JOBKIT_RUN_DIR##*/}" JOBKIT_ATTEMPT=1
 mkdir -p -- "$JOBKIT_RUN_DIR"
 # A requeued job keeps its run folder: forget the previous run's note of a failure.
 rm -f -- "$JOBKIT_RUN_DIR/failure"
@@ -42,6 +46,7 @@ jobkit_link() {
   fi
 }
 jobkit_link slurm-2node-"$JOBKIT_JOB_ID" latest 2>/dev/null || true
+
 for (( jobkit_i = 0; jobkit_i < 2; jobkit_i++ )); do
   # Their target never changes: a link already there is right.
   [[ -L "$jobkit_logs_dir/latest-node-$jobkit_i.out" ]] ||
@@ -163,6 +168,8 @@ if (( jobkit_step_rc == 75 )) || [[ -e "$jobkit_marker" ]]; then
   if scontrol requeue "$JOBKIT_JOB_ID"; then
     exit 0
   fi
-  echo "jobkit: scontrol requeue failed" >&2
+  echo "jobkit: scontrol requeue failed: jobkit resubmits the run as its next attempt" >&2
+  # The note the manager reads (`jobkit status`, `jobkit watch`: docs/runs.md).
+  echo "$JOBKIT_JOB_ID scontrol requeue failed" >"$JOBKIT_RUN_DIR/requeue-refused" || true
 fi
 jobkit_finish "$jobkit_step_rc"

@@ -9,9 +9,35 @@
 # Stop at the first failing command, unset variable or failing pipe stage.
 set -euo pipefail
 
+# ---- sweep.max_parallel: wait for a free slot (backends/slots.py) ----------------------------
+# jobkit submit sets JOBKIT_SLOT_DIR for a task of a sweep: the task holds an flock on one of
+# JOBKIT_MAX_PARALLEL slot files for as long as it (or anything it started) runs; the kernel
+# frees the slot when the last of them ends, however it ends.
+if [[ -n "${JOBKIT_SLOT_DIR:-}" ]]; then
+  jobkit_said_wait=
+  while :; do
+    for (( jobkit_slot = 0; jobkit_slot < ${JOBKIT_MAX_PARALLEL:-1}; jobkit_slot++ )); do
+      exec {jobkit_slot_fd}>>"$JOBKIT_SLOT_DIR/slot-$jobkit_slot"
+      if flock -n "$jobkit_slot_fd"; then
+        break 2
+      fi
+      exec {jobkit_slot_fd}>&-
+    done
+    if [[ -z "$jobkit_said_wait" ]]; then
+      echo "jobkit: waiting for a free slot (sweep.max_parallel ${JOBKIT_MAX_PARALLEL:-1})"
+      jobkit_said_wait=1
+    fi
+    sleep 1
+  done
+  rm -f -- "$JOBKIT_SLOT_DIR/waiting-${JOBKIT_JOB_ID:-}"
+  echo "jobkit: running in slot $jobkit_slot of ${JOBKIT_MAX_PARALLEL:-1}"
+fi
+
 # ---- Job identity and run folder (docs/design.md) -------------------------------------------
 JOBKIT_JOB_ID=${JOBKIT_JOB_ID:-local-$(date +%s)-$$}
 export JOBKIT_JOB_ID
+# The sweep task (docs/sweeps.md): jobkit submit sets it for each task; empty otherwise.
+export JOBKIT_TASK_ID="${JOBKIT_TASK_ID:-}"
 # Relative paths in the spec are relative to this directory, on every host.
 JOBKIT_WORKDIR=$PWD
 export JOBKIT_WORKDIR
@@ -21,6 +47,8 @@ if [[ "$jobkit_logs_dir" != /* ]]; then
 fi
 JOBKIT_RUN_DIR="$jobkit_logs_dir"/ssh-every-key-"$JOBKIT_JOB_ID"
 export JOBKIT_RUN_DIR
+# The run's id (its folder's name, kept by later attempts: docs/runs.md) and attempt.
+export JOBKIT_RUN_ID="${JOBKIT_RUN_DIR##*/}" JOBKIT_ATTEMPT=1
 mkdir -p -- "$JOBKIT_RUN_DIR"
 # A requeued job keeps its run folder: forget the previous run's note of a failure.
 rm -f -- "$JOBKIT_RUN_DIR/failure"
@@ -33,6 +61,7 @@ jobkit_link() {
   fi
 }
 jobkit_link ssh-every-key-"$JOBKIT_JOB_ID" latest 2>/dev/null || true
+
 for (( jobkit_i = 0; jobkit_i < 3; jobkit_i++ )); do
   # Their target never changes: a link already there is right.
   [[ -L "$jobkit_logs_dir/latest-node-$jobkit_i.out" ]] ||
@@ -153,7 +182,7 @@ jobkit_node() {
 jobkit_node_script() {
   echo "set -euo pipefail"
   declare -p JOBKIT_JOB_ID JOBKIT_RUN_DIR JOBKIT_WORKDIR MASTER_ADDR MASTER_PORT \
-    JOBKIT_NNODES JOBKIT_NPROC_PER_NODE
+    JOBKIT_NNODES JOBKIT_NPROC_PER_NODE JOBKIT_TASK_ID
   declare -f jobkit_pgid_file jobkit_node
   echo "jobkit_node $1 </dev/null"
 }
