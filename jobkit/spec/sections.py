@@ -389,7 +389,8 @@ class Sweep(StrictModel):
         ge=1,
         le=10_000,
         description="At most this many tasks run at once (Slurm/PBS array %K; local, ssh:"
-        " the later tasks wait for a free slot). Default: no limit.",
+        " the later tasks wait for a free slot). Default: no limit on a scheduler; 1 on"
+        " local and ssh (the tasks share the machines).",
     )
 
     @model_validator(mode="after")
