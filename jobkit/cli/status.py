@@ -102,8 +102,9 @@ def status(
     if watch is not None and watch <= 0:
         raise UsageError(f"--watch {watch:g}: must be a positive number of seconds")
     with Store() as store:
-        if watch is None:
-            text, code = _snapshot(
+
+        def snapshot() -> tuple[str, int]:
+            return _snapshot(
                 store,
                 ids,
                 show_all,
@@ -115,23 +116,15 @@ def status(
                 as_json,
                 expand,
             )
+
+        if watch is None:
+            text, code = snapshot()
             if text:
                 click.echo(text)
             return code
         tty = sys.stdout.isatty()
         while True:
-            text, code = _snapshot(
-                store,
-                ids,
-                show_all,
-                since,
-                name_glob,
-                wanted_states,
-                backend,
-                last,
-                as_json,
-                expand,
-            )
+            text, code = snapshot()
             if tty:
                 click.clear()
                 click.echo(f"every {watch:g}s  {time.strftime('%H:%M:%S')}  (Ctrl-C to stop)")

@@ -146,10 +146,17 @@ def submit(
         sweep_id=sweep_id,
         task=task,
     )
+    return submit_recorded(store, backend, plan, record)
+
+
+def submit_recorded(store: Store, backend: Backend, plan: Plan, record: JobRecord) -> JobRecord:
+    """Submit a job whose intent is recorded (`submit`; each task of a local or ssh sweep,
+    manager/sweep.py) and record the result, as `submit` says."""
+    task = record.task
     try:
         request = _prepare(record, plan)
         if task is not None and backend.sweep_mode == "each":
-            request = replace(request, task=task, sweep_id=sweep_id)
+            request = replace(request, task=task, sweep_id=record.sweep_id)
         request, left_out = leave_out_bad_nodes(store, backend, request)  # docs/nodes.md
     except BaseException as err:
         store.mark_failed(record.jobkit_id, f"submission failed: {_one_line(err)}")
@@ -163,7 +170,12 @@ def submit(
     except JobkitError as err:
         store.mark_failed(record.jobkit_id, f"submission failed: {_one_line(err)}")
         raise
-    submitted = _as_task_and_attempt(backend, submitted, task, plan.attempt)
+    if task is not None and backend.sweep_mode == "array":
+        submitted = as_array_task(backend, submitted, task)
+    if plan.attempt is not None:  # a later attempt's run folder is the run's
+        submitted = replace(
+            submitted, log_paths={**submitted.log_paths, "run_dir": plan.attempt.run_dir}
+        )
     return store.mark_submitted(
         record.jobkit_id,
         scheduler_id=submitted.scheduler_id,
@@ -178,22 +190,29 @@ def _template_fact(plan: Plan) -> dict[str, str]:
     return {"template_dir": str(plan.template_dir)} if plan.template_dir else {}
 
 
-def _as_task_and_attempt(
-    backend: Backend, submitted: Submitted, task: str | None, attempt: Attempt | None
-) -> Submitted:
-    """What to record of a submission: one task of an array job (a sweep task submitted
-    alone) is tracked by the scheduler's id of that task and its own log paths; a later
-    attempt's run folder is the run's (render/attempt.py)."""
-    scheduler_id = submitted.scheduler_id
-    paths = dict(submitted.log_paths)
-    extra = dict(submitted.extra)
-    if task is not None and backend.sweep_mode == "array":
-        scheduler_id = backend.task_job_id(scheduler_id, task)
-        paths = {key: value.replace("{task}", task) for key, value in paths.items()}
-        extra.pop("array", None)
-    if attempt is not None:
-        paths["run_dir"] = attempt.run_dir
-    return replace(submitted, scheduler_id=scheduler_id, log_paths=paths, extra=extra)
+TASK_PLACEHOLDER = "{task}"
+"""Where an array job's log paths hold its task number."""
+
+
+def as_array_task(backend: Backend, submitted: Submitted, task: str) -> Submitted:
+    """One task of an array job's submission, as its row records it: the scheduler's id of
+    that task, its own files (named by the scheduler's task number: Grid Engine counts
+    from 1), the array's id in extra['array_job']."""
+    number = backend.array_task(task)
+    extra: dict[str, Any] = {
+        key: str(value).replace(TASK_PLACEHOLDER, number) for key, value in submitted.extra.items()
+    }
+    extra.pop("array", None)  # the row is one task, not the array
+    extra["array_job"] = submitted.scheduler_id
+    return replace(
+        submitted,
+        scheduler_id=backend.task_job_id(submitted.scheduler_id, task),
+        log_paths={
+            key: value.replace(TASK_PLACEHOLDER, number)
+            for key, value in submitted.log_paths.items()
+        },
+        extra=extra,
+    )
 
 
 def _certainly_not_submitted(err: SchedulerError) -> bool:

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
 SWEEP_FILE = "sweep.json"
 """In the sweep's folder: {"0": {overrides of task 0}, "1": {...}, ...}."""
-TASK_PLACEHOLDER = "{task}"
 
 
 @dataclass(frozen=True)
@@ -180,20 +179,6 @@ def _submit_array(
     return [_mark_task(store, backend, record, submitted, facts) for record in records]
 
 
-def task_columns(
-    backend: Backend, submitted: Submitted, task: str
-) -> tuple[str, dict[str, str], dict[str, Any]]:
-    """A task row's scheduler id, log paths and extra, from its array's submission."""
-    scheduler_id = backend.task_job_id(submitted.scheduler_id, task)
-    # The scheduler's own task number names the files (Grid Engine counts from 1).
-    number = backend.array_task(task)
-    paths = _fill(submitted.log_paths, number)
-    extra: dict[str, Any] = {k: v for k, v in _fill(submitted.extra, number).items()}
-    extra.pop("array", None)  # the row is one task, not the array
-    extra["array_job"] = submitted.scheduler_id
-    return scheduler_id, paths, extra
-
-
 def _mark_task(
     store: Store,
     backend: Backend,
@@ -201,19 +186,14 @@ def _mark_task(
     submitted: Submitted,
     facts: Mapping[str, Any],
 ) -> JobRecord:
-    task = record.task or "0"
-    scheduler_id, paths, extra = task_columns(backend, submitted, task)
+    task = pipeline.as_array_task(backend, submitted, record.task or "0")
     return store.mark_submitted(
         record.jobkit_id,
-        scheduler_id=scheduler_id,
-        argv=submitted.argv,
-        log_paths=paths,
-        extra={**extra, **facts},
+        scheduler_id=task.scheduler_id,
+        argv=task.argv,
+        log_paths=task.log_paths,
+        extra={**task.extra, **facts},
     )
-
-
-def _fill(values: Mapping[str, str], task: str) -> dict[str, str]:
-    return {k: str(v).replace(TASK_PLACEHOLDER, task) for k, v in values.items()}
 
 
 def _submit_each(
@@ -229,43 +209,13 @@ def _submit_each(
     for index, record in enumerate(records):
         rest = [r.jobkit_id for r in records[index + 1 :]]
         try:
-            done.append(_submit_task(store, backend, plan, record))
+            done.append(pipeline.submit_recorded(store, backend, plan, record))
         except BaseException as err:
             _fail(
                 store, rest, f"not submitted: task {record.task} failed ({pipeline._one_line(err)})"
             )
             raise
     return done
-
-
-def _submit_task(
-    store: Store, backend: Backend, plan: pipeline.Plan, record: JobRecord
-) -> JobRecord:
-    """One task of an "each" sweep: its own job folder, JOBKIT_TASK_ID = its task."""
-    try:
-        request = replace(
-            pipeline._prepare(record, plan), task=record.task, sweep_id=record.sweep_id
-        )
-        request, left_out = leave_out_bad_nodes(store, backend, request)  # docs/nodes.md
-    except BaseException as err:
-        store.mark_failed(record.jobkit_id, f"submission failed: {pipeline._one_line(err)}")
-        raise
-    try:
-        submitted = backend.submit(request)
-    except SchedulerError as err:
-        if pipeline._certainly_not_submitted(err):
-            store.mark_failed(record.jobkit_id, f"submission refused: {pipeline._one_line(err)}")
-        raise
-    except JobkitError as err:
-        store.mark_failed(record.jobkit_id, f"submission failed: {pipeline._one_line(err)}")
-        raise
-    return store.mark_submitted(
-        record.jobkit_id,
-        scheduler_id=submitted.scheduler_id,
-        argv=submitted.argv,
-        log_paths=submitted.log_paths,
-        extra={**submitted.extra, **left_out.facts()},
-    )
 
 
 def _fail(store: Store, jobkit_ids: Sequence[str], reason: str) -> None:

@@ -13,11 +13,11 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from jobkit.core.arrays import array_ranges
 from jobkit.core.errors import CrossFieldError
 
 if TYPE_CHECKING:
@@ -29,8 +29,6 @@ Scalar = str | int | float | bool
 
 MAX_TASKS = 10_000
 """The most tasks one sweep may have (a bigger one is surely a mistake in the grid)."""
-
-_RANGE = re.compile(r"^(\d+)(?:-(\d+))?(?::(\d+))?$")
 
 
 @dataclass(frozen=True)
@@ -178,15 +176,9 @@ def _first_at_or_above(array: str, count: int) -> int | None:
 
 def _ranges(array: str) -> list[range]:
     """The ranges of an array expression (scheduler.array's syntax, already checked)."""
-    found: list[range] = []
-    for part in array.split("%")[0].split(","):
-        match = _RANGE.match(part.strip())
-        if match is None:
-            raise ValueError(f"not an array range: {part!r}")
-        start = int(match[1])
-        end = int(match[2]) if match[2] else start
-        step = int(match[3]) if match[3] else 1
-        found.append(range(start, end + 1, max(step, 1)))
+    found = array_ranges(array)
+    if found is None:
+        raise ValueError(f"not an array range: {array!r}")
     return found
 
 

@@ -6,6 +6,7 @@ import re
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 
+from jobkit.core.arrays import array_includes
 from jobkit.core.errors import SchedulerError
 
 _TERSE_ID = re.compile(r"^(?P<job>\d+)(?:\.(?P<tasks>\d+(?:-\d+(?::\d+)?)?))?$")
@@ -34,19 +35,7 @@ def job_task(scheduler_id: str) -> str | None:
 
 def tasks_include(tasks: str | None, task: str) -> bool:
     """True when qstat's <tasks> of a row (`4`, `3,4`, `5-10:1`, `1-9:2`) names `task`."""
-    if not tasks or not task.isdigit():
-        return False
-    number = int(task)
-    for part in tasks.split(","):
-        bounds, _, step_text = part.strip().partition(":")
-        first, _, last = bounds.partition("-")
-        if not first.isdigit() or (last and not last.isdigit()):
-            continue
-        step = int(step_text) if step_text.isdigit() and int(step_text) > 0 else 1
-        low, high = int(first), int(last) if last else int(first)
-        if low <= number <= high and (number - low) % step == 0:
-            return True
-    return False
+    return array_includes(tasks, task)
 
 
 @dataclass(frozen=True)

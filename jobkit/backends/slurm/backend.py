@@ -361,7 +361,8 @@ def _observe(
 ) -> Observation | None:
     """One job's observation from both sources: one task of an array (`123_4`), a whole
     array (its tasks aggregated) or a plain job."""
-    from jobkit.backends.slurm.tasks import array_observation, array_size, choose, task_observation
+    from jobkit.backends.slurm.tasks import array_observation, choose, task_observation
+    from jobkit.core.arrays import array_size
 
     number, task = slurm_id.base, slurm_id.task
     if task is not None:
@@ -376,7 +377,8 @@ def _observe(
 def _settled_live(live: Mapping[str, TaskMap], slurm_id: SlurmId, job: TrackedJob) -> bool:
     """squeue alone answers: the job (or task) is there, not ended, and (arrays) every task
     is seen."""
-    from jobkit.backends.slurm.tasks import array_size, summary, task_count, task_observation
+    from jobkit.backends.slurm.tasks import summary, task_count, task_observation
+    from jobkit.core.arrays import array_size
 
     tasks = live.get(slurm_id.base)
     if not tasks:

@@ -10,6 +10,7 @@ from dataclasses import replace
 from jobkit.backends.base import Observation
 from jobkit.backends.slurm.parse import SacctRun, SqueueRow
 from jobkit.backends.slurm.states import normalize_slurm_state, slurm_state_word
+from jobkit.core.arrays import array_includes, array_size
 from jobkit.core.states import State
 
 _FINAL_ORDER = (
@@ -157,24 +158,6 @@ def observe_sacct(runs: Sequence[SacctRun]) -> dict[str, Observation]:
     return {base: summary(tasks) for base, tasks in sacct_tasks(runs).items()}
 
 
-def array_size(spec: str) -> int | None:
-    """How many tasks an array spec names: `0-9` 10, `1,3,5` 3, `0-10:2` 6, `0-99%10` 100."""
-    total = 0
-    for part in spec.split("%", 1)[0].split(","):
-        bounds, _, step_text = part.strip().partition(":")
-        first, _, last = bounds.partition("-")
-        if not first.isdigit() or (last and not last.isdigit()):
-            return None
-        step = int(step_text) if step_text.isdigit() and int(step_text) > 0 else 1
-        if step_text and not step_text.isdigit():
-            return None
-        high = int(last) if last else int(first)
-        if high < int(first):
-            return None
-        total += (high - int(first)) // step + 1
-    return total or None
-
-
 def _task_order(key: str | None) -> tuple[int, int, str]:
     """Tasks by number, pending ranges last: the first failed task gives an array's code."""
     text = key or ""
@@ -270,21 +253,9 @@ def choose(live: Observation | None, done: Observation | None) -> Observation | 
 def task_in_range(task: str, key: str) -> bool:
     """True when `key`, a task id (`4`) or a range of pending tasks as squeue or sacct print
     it (`[2-5]`, `[2-5%2]`, `[1,3,7-9]`, `[0-10:2]`), names task `task`."""
-    if not task.isdigit():
-        return False
     if not key.startswith("["):
-        return key == task
-    number = int(task)
-    for part in key.strip("[]").split("%", 1)[0].split(","):
-        bounds, _, step_text = part.strip().partition(":")
-        first, _, last = bounds.partition("-")
-        if not first.isdigit() or (last and not last.isdigit()):
-            continue
-        step = int(step_text) if step_text.isdigit() and int(step_text) > 0 else 1
-        low, high = int(first), int(last) if last else int(first)
-        if low <= number <= high and (number - low) % step == 0:
-            return True
-    return False
+        return task.isdigit() and key == task
+    return array_includes(key.strip("[]"), task)
 
 
 def task_observation(tasks: TaskMap | None, task: str) -> Observation | None:
