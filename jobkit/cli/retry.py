@@ -1,7 +1,8 @@
 """`jobkit retry ID`: submit an ended job (or sweep task) again as the next attempt of its run.
 
 The new job reuses the run's folder and JOBKIT_RUN_ID (the trainer resumes from the run's
-checkpoints; docs/runs.md). Exit 1 (one line) for a job still running or one that succeeded.
+checkpoints; docs/runs.md). Exit 1 (one line) for a job still running or one that succeeded,
+and for every retry but one of the same attempt run at once (manager/attempts.py retry_once).
 """
 
 from __future__ import annotations
@@ -24,24 +25,27 @@ def retry(job_id: str, as_json: bool) -> int:
 
     ID names any attempt of the run; the newest one is retried.
     """
-    from jobkit.manager.attempts import Resubmission, has_ended, resubmit
+    from jobkit.manager.attempts import Resubmission, already_retried, has_ended, retry_once
     from jobkit.manager.refresh import refresh
     from jobkit.registry.ids import resolve_job
 
     with Store() as store:
         named = resolve_job(store, job_id)
-        latest = store.attempts(named.run_key)[-1]
-        latest = refresh(store, [latest]).records[0]
+        attempts = store.attempts(named.run_key)
+        latest = refresh(store, [attempts[-1]]).records[0]
         label = f"{latest.jobkit_id} ({latest.scheduler_id or '-'})"
         if latest.state == State.SUCCEEDED.value:
             raise JobkitError(f"{label} succeeded: nothing to retry")
+        if not has_ended(latest) and len(attempts) > 1:
+            done_before = already_retried(store, attempts[-2], wait_s=0)
+            raise JobkitError(f"{done_before}; retry takes a job that ended")
         if not has_ended(latest):
             raise JobkitError(
                 f"{label} is {latest.state}: retry takes a job that ended"
                 " (`jobkit cancel` it first to start it again)"
             )
         why = f"ended {latest.state}"
-        new = resubmit(store, latest, why=f"{why} (jobkit retry)")
+        new = retry_once(store, latest, why=f"{why} (jobkit retry)")
         done = Resubmission(latest, new, why)
         click.echo(json.dumps(done.to_dict(), indent=2) if as_json else done.line())
     return 0

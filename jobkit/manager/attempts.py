@@ -12,6 +12,7 @@ first attempt's run folder (so the trainer resumes from its checkpoints) and JOB
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,8 @@ ACCOUNTING_SOURCES = frozenset(
 _NOTE_MAX_CHARS = 300
 CLAIMED = "(being submitted)"
 """extra['resubmitted_as'] while the next attempt is being submitted."""
+RETRY_WAIT_S = 30.0
+"""How long a `jobkit retry` that lost the claim waits to name the attempt the winner started."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,40 @@ def claim(store: Store, record: JobRecord) -> bool:
     """Mark the ended row as being resubmitted, unless another jobkit process (a `status` and
     a `watch` at once) already did: True for the one process that goes on."""
     return store.claim_extra(record.jobkit_id, "resubmitted_as", CLAIMED)
+
+
+def retry_once(store: Store, record: JobRecord, *, why: str) -> JobRecord:
+    """Attempt N+1 of an ended row's run (`jobkit retry`), started by exactly one of any
+    number of concurrent callers: the one whose atomic claim on the row succeeds (as for
+    `resubmit_ended`). The others raise JobkitError naming the attempt that one started. A
+    failed submission releases the claim (its FAILED row stays, as the run's newest)."""
+    if not claim(store, record):
+        raise JobkitError(already_retried(store, record))
+    try:
+        return resubmit(store, record, why=why)
+    except BaseException:
+        store.update_extra(record.jobkit_id, {"resubmitted_as": None})
+        raise
+
+
+def already_retried(store: Store, record: JobRecord, *, wait_s: float = RETRY_WAIT_S) -> str:
+    """`jkA (123) was already retried: attempt 2 is jkB (130), QUEUED`: the line for a retry
+    that lost the claim. Waits (at most `wait_s`) for the winner's row to appear."""
+    label = f"{record.jobkit_id} ({record.scheduler_id or '-'})"
+    deadline = time.monotonic() + wait_s
+    while True:
+        later = [r for r in store.attempts(record.run_key) if r.attempt > record.attempt]
+        if later:
+            new = later[0]
+            return (
+                f"{label} was already retried: attempt {new.attempt} is {new.jobkit_id}"
+                f" ({new.scheduler_id or '-'}), {new.state}"
+            )
+        if store.get(record.jobkit_id).extra.get("resubmitted_as") is None:
+            return f"{label}: another jobkit retry of it failed just now (see `jobkit status`)"
+        if time.monotonic() >= deadline:
+            return f"{label} is being retried by another jobkit process"
+        time.sleep(0.2)
 
 
 def resubmit(store: Store, record: JobRecord, *, why: str) -> JobRecord:

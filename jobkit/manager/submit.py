@@ -37,6 +37,9 @@ ORPHAN_AGE_S = 150.0
 """A SUBMITTING row from another host (or without a submitter) is looked for after this."""
 LOST_AFTER_S = 300.0
 """A SUBMITTING row that no scheduler knows after this long becomes FAILED."""
+ARRAY_TOKEN = "array_token"
+"""extra key of a sweep task row on an "array" backend: the token of its sweep's one array
+job (in that job's comment); the task is adopted as its own task of the array found by it."""
 
 
 @dataclass(frozen=True)
@@ -349,7 +352,7 @@ def reconcile_submissions(store: Store, *, now: float | None = None) -> Reconcil
             errors.append(err)
             continue
         for record in records:
-            scheduler_id = found.get(record.token)
+            scheduler_id = found.get(submission_token(record))
             if scheduler_id is not None:
                 adopted.append(_adopt(store, backend, record, scheduler_id))
             elif at - record.created_at >= LOST_AFTER_S and record.state == SUBMITTING:
@@ -373,36 +376,63 @@ def _give_up(store: Store, backend: Backend, record: JobRecord) -> JobRecord:
     )
 
 
+def submission_token(record: JobRecord) -> str:
+    """The token the row's job was submitted with: its own, or (a sweep task on an "array"
+    backend) its sweep's array job's."""
+    shared = record.extra.get(ARRAY_TOKEN)
+    return shared if isinstance(shared, str) and shared else record.token
+
+
+def _array_task_row(record: JobRecord) -> bool:
+    """A sweep task submitted as one task of its sweep's array job (manager/sweep.py)."""
+    return record.task is not None and bool(record.extra.get(ARRAY_TOKEN))
+
+
+def _submission_request(record: JobRecord) -> SubmitRequest:
+    """The request the row's submission sent (a sweep task's: its array job's)."""
+    request = request_for(record)
+    if _array_task_row(record) and record.sweep_id:
+        return replace(request, jobkit_id=record.sweep_id, token=submission_token(record))
+    return request
+
+
 def _find_submissions(backend: Backend, records: Sequence[JobRecord]) -> dict[str, str]:
-    """token -> scheduler id of the orphaned rows' jobs the backend can find (Backend.find_lost:
-    schedulers by token or script path, local and ssh launchers in their run folders)."""
+    """submission token -> scheduler id of the orphaned rows' jobs the backend can find
+    (Backend.find_lost: schedulers by token or script path, local and ssh launchers in their
+    run folders). The tasks of one array job share one token: it is looked for once."""
     requests: dict[str, SubmitRequest | None] = {}
     for record in records:
         try:
-            requests[record.token] = request_for(record)
+            requests[submission_token(record)] = _submission_request(record)
         except ValueError:
-            requests[record.token] = None  # a spec this jobkit cannot read back
+            requests[submission_token(record)] = None  # a spec this jobkit cannot read back
     return backend.find_lost(requests, min(r.created_at for r in records))
 
 
 def _adopt(store: Store, backend: Backend, record: JobRecord, scheduler_id: str) -> JobRecord:
-    paths: dict[str, str] = {}
-    extra: dict[str, Any] = {"adopted": True}
+    """Record the found job as the row's (a sweep task: its own task of the array job
+    `scheduler_id`, with that task's id, files and state), source ADOPTED."""
+    submitted = Submitted(scheduler_id=scheduler_id, argv=[], log_paths={}, extra={})
     try:
-        request = request_for(record)
-        paths = backend.log_paths(request, scheduler_id)
-        extra.update(backend.submit_extra(request, scheduler_id))
+        request = _submission_request(record)
+        submitted = replace(
+            submitted,
+            log_paths=backend.log_paths(request, scheduler_id),
+            extra=backend.submit_extra(request, scheduler_id),
+        )
     except ValueError:
         pass  # a spec this jobkit cannot read back: adopt without log paths
+    if _array_task_row(record):
+        submitted = as_array_task(backend, submitted, record.task or "0")
     current = store.get(record.jobkit_id)
     if current.state != SUBMITTING and current.scheduler_id is not None:
         return current
     return store.mark_submitted(
         record.jobkit_id,
-        scheduler_id=scheduler_id,
+        scheduler_id=submitted.scheduler_id,
         argv=[],
-        log_paths=paths,
-        extra=extra,
+        log_paths=submitted.log_paths,
+        extra={**submitted.extra, "adopted": True},
         source=StateSource.ADOPTED,
     )
 

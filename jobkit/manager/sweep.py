@@ -127,11 +127,15 @@ def _intents(
     tasks: Sequence[SweepTaskPlan],
     *,
     job_dir: Path | None,
+    array_token: str | None = None,
 ) -> list[JobRecord]:
     """One SUBMITTING row per task (the overrides kept in `extra` for status and report, as
-    [key, value] pairs: the registry stores JSON objects with sorted keys)."""
+    [key, value] pairs: the registry stores JSON objects with sorted keys). `array_token`:
+    the token of the one array job, kept in every row (extra['array_token']) so that each
+    task can be adopted under its own id when the submitter dies (manager/submit.py)."""
     spec = plan.spec.model_dump(mode="json")
     submitter = pipeline.submitter_identity()
+    shared = {pipeline.ARRAY_TOKEN: array_token} if array_token else {}
     return [
         store.create_intent(
             backend=plan.backend,
@@ -140,7 +144,11 @@ def _intents(
             script=plan.script,
             workdir=plan.workdir,
             token=new_token(),
-            extra={"submitter": submitter, "overrides": overrides_pairs(task.overrides)},
+            extra={
+                "submitter": submitter,
+                "overrides": overrides_pairs(task.overrides),
+                **shared,
+            },
             sweep_id=sweep_id,
             task=task.task,
             job_dir=job_dir,
@@ -158,10 +166,13 @@ def _submit_array(
 ) -> list[JobRecord]:
     """One array job for all the tasks; each row gets its task's id and log paths."""
     job_dir = store.jobs_dir / sweep_id
-    records = _intents(store, plan, sweep_id, tasks, job_dir=job_dir)
+    array_token = new_token()
+    records = _intents(store, plan, sweep_id, tasks, job_dir=job_dir, array_token=array_token)
     ids = [r.jobkit_id for r in records]
     try:
-        request = replace(pipeline._prepare(records[0], plan), jobkit_id=sweep_id)
+        request = replace(
+            pipeline._prepare(records[0], plan), jobkit_id=sweep_id, token=array_token
+        )
         request, left_out = leave_out_bad_nodes(store, backend, request)  # docs/nodes.md
     except BaseException as err:
         _fail(store, ids, f"submission failed: {pipeline._one_line(err)}")

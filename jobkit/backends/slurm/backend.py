@@ -253,6 +253,9 @@ class SlurmBackend(BatchScheduler):
     def _find_in_sacct(
         self, wanted: Mapping[str, str], found: Mapping[str, str], since: float
     ) -> dict[str, str]:
+        """Jobs that left squeue, by their comment or (where accounting does not store
+        comments: AccountingStoreFlags without job_comment) the `--comment=` of their
+        submit line."""
         from jobkit.backends.slurm.parse import ACCOUNTING_DISABLED
         from jobkit.core import proc
 
@@ -263,7 +266,7 @@ class SlurmBackend(BatchScheduler):
             "--parsable2",
             "--allocations",
             f"--starttime={start}",
-            "--format=JobIDRaw,JobID,Comment",
+            "--format=JobIDRaw,JobID,Comment,SubmitLine",
         ]
         try:
             stdout = proc.run(argv, timeout=self.query_timeout_s).stdout
@@ -273,10 +276,12 @@ class SlurmBackend(BatchScheduler):
             raise
         extra: dict[str, str] = {}
         for line in stdout.splitlines():
-            fields = line.split("|")
+            fields = line.split("|", 3)  # the submit line (last) may hold `|`
             if len(fields) < 3:
                 continue
-            token = wanted.get(fields[2].strip())
+            token = wanted.get(fields[2].strip()) or _token_in_submit_line(
+                fields[3] if len(fields) > 3 else "", wanted
+            )
             if token and token not in found:
                 extra[token] = fields[1].split("_")[0].strip()
         return extra
@@ -332,6 +337,16 @@ def _check_submission_dir(request: SubmitRequest) -> None:
                 " this directory as part of the --output file pattern and the job would fail;"
                 " submit from another directory or make logs.dir absolute"
             )
+
+
+def _token_in_submit_line(line: str, wanted: Mapping[str, str]) -> str | None:
+    """The token of the `--comment=jobkit:<token>` argument in sacct's SubmitLine, if wanted."""
+    for word in line.split():
+        if word.startswith("--comment="):
+            token = wanted.get(word.removeprefix("--comment=").strip("'\""))
+            if token:
+                return token
+    return None
 
 
 def _cluster_args(cluster: str | None) -> list[str]:
