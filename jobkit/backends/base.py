@@ -18,6 +18,7 @@ from jobkit.core.states import State
 if TYPE_CHECKING:  # the schema pulls in pydantic (~0.1 s): not needed to poll or cancel
     from jobkit.backends.preflight import Preflight
     from jobkit.backends.waiting import Explanation, WaitInfo
+    from jobkit.core.errors import SchedulerError
     from jobkit.core.usage import Usage
     from jobkit.spec.schema import JobSpec
 
@@ -203,6 +204,17 @@ class Backend(ABC):
     @abstractmethod
     def submit(self, request: SubmitRequest) -> Submitted:
         """Launch the job; raise SchedulerError with the scheduler's stderr on refusal."""
+
+    def submission_refused(self, err: SchedulerError) -> bool:
+        """Whether `submit`'s SchedulerError proves that nothing was submitted (the row then
+        ends FAILED at once); False leaves the outcome unknown, settled by `find_lost`
+        (manager/submit.py). Default: a command that never ran or exited non-zero, not a
+        timeout (a launcher's own exit status is certain)."""
+        from jobkit.core.proc import SchedulerTimeout
+
+        if isinstance(err, SchedulerTimeout):
+            return False
+        return err.returncode is None or err.returncode != 0
 
     def log_paths(self, request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
         """Absolute 'out', 'err' and 'run_dir' of a job (default: the shared rule in

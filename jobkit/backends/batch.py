@@ -5,12 +5,28 @@ kept with the job so its `exit_code` file can answer when the scheduler has forg
 
 from __future__ import annotations
 
+import re
 from abc import abstractmethod
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from jobkit.backends.base import Backend, Observation, SubmitRequest, Submitted, TrackedJob
 from jobkit.core.run_files import read_exit_file
 from jobkit.core.states import State
+
+if TYPE_CHECKING:
+    from jobkit.core.errors import SchedulerError
+
+UNSURE_SUBMIT = re.compile(
+    r"timed? ?out|zero bytes were transmitted|failed receiving|unexpected message"
+    r"|connection (?:reset|closed)|end of file|broken pipe|receive error|interrupted",
+    re.IGNORECASE,
+)
+"""Words of a failed submit command that may come after the scheduler took the job (the
+request was sent, the reply lost: Slurm's "Socket timed out on send/recv operation" or "Zero
+Bytes were transmitted or received", Grid Engine's "failed receiving gdi request response",
+a connection reset or closed): its outcome is unknown, whatever else the command said. A
+connection that was never made ("Unable to contact slurm controller (connect failure)",
+"Connection refused") sent nothing: that is a refusal."""
 
 
 class BatchScheduler(Backend):
@@ -22,6 +38,26 @@ class BatchScheduler(Backend):
     """How long the submit command may take before the submission's fate is unknown."""
     query_timeout_s: ClassVar[float] = 60.0
     """How long a query (poll, cancel, finding a lost submission) may take."""
+
+    refusal_marks: ClassVar[re.Pattern[str]] = re.compile(r"(?!)")
+    """A submit command's own words for a refusal it is certain of (an invalid option or
+    partition, a job rejected for a stated reason); each scheduler states its own."""
+
+    def submission_refused(self, err: SchedulerError) -> bool:
+        """Certain only where the submit command said, in its scheduler's words for a
+        refusal (`refusal_marks`), why it refused, and nothing that may come after acceptance
+        (UNSURE_SUBMIT); or where it never ran. Anything else (a timeout, a signal, no words,
+        a garbled reply, a lost connection) leaves the outcome unknown."""
+        from jobkit.core.proc import SchedulerTimeout
+
+        if isinstance(err, SchedulerTimeout):
+            return False
+        if err.returncode is None:
+            return True  # the command could not be started
+        said = f"{err.stderr}\n{err.stdout}"
+        if err.returncode <= 0 or UNSURE_SUBMIT.search(said):
+            return False
+        return self.refusal_marks.search(said) is not None
 
     @abstractmethod
     def parse_submit_output(self, argv: list[str], stdout: str, stderr: str) -> str:

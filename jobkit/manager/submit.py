@@ -23,7 +23,6 @@ from jobkit.backends.base import Backend, SubmitRequest, Submitted
 from jobkit.backends.registry import BackendUnavailable, get_backend
 from jobkit.core.errors import JobkitError, SchedulerError
 from jobkit.core.lifecycle import StateSource
-from jobkit.core.proc import SchedulerTimeout
 from jobkit.manager.badnodes import leave_out_bad_nodes
 from jobkit.registry.store import SUBMITTING, JobRecord, Store, new_token
 
@@ -33,6 +32,9 @@ if TYPE_CHECKING:
 
 SCRIPT_NAME = "job.sh"
 SCRIPT_MODE = 0o755
+SUBMIT_STARTED = "submit-started"
+"""Left in the job folder just before the submit command runs: without it, a lost
+submission certainly never reached the scheduler (`_give_up`)."""
 ORPHAN_AGE_S = 150.0
 """A SUBMITTING row from another host (or without a submitter) is looked for after this."""
 LOST_AFTER_S = 300.0
@@ -124,11 +126,12 @@ def submit(
 ) -> JobRecord:
     """Record the intent, write the script and logs folder, submit, and record the result.
 
-    A refusal (the scheduler's non-zero exit, raised verbatim as SchedulerError) or a
-    failure before anything reached the scheduler leaves the row FAILED. When it is not
-    known whether the scheduler took the job (a timeout, an unreadable reply, Ctrl-C while
-    the submit command ran) the row stays SUBMITTING for `reconcile_submissions`, which
-    adopts the job by its token or calls it lost; the error is raised again.
+    A certain refusal (Backend.submission_refused: the scheduler said why, raised verbatim
+    as SchedulerError) or a failure before anything reached the scheduler leaves the row
+    FAILED. When it is not known whether the scheduler took the job (a timeout, a transient
+    error such as Slurm's "Socket timed out", an unreadable reply: SubmissionUnknown is
+    raised; Ctrl-C while the submit command ran: raised again) the row stays SUBMITTING for
+    `reconcile_submissions`, which adopts the job by its token or calls it lost.
 
     run_id/attempt: the run this job is an attempt of (None: a new run, see
     manager/attempts.py); sweep_id/task: the sweep task it runs. A task on an "array"
@@ -161,14 +164,16 @@ def submit_recorded(store: Store, backend: Backend, plan: Plan, record: JobRecor
         if task is not None and backend.sweep_mode == "each":
             request = replace(request, task=task, sweep_id=record.sweep_id)
         request, left_out = leave_out_bad_nodes(store, backend, request)  # docs/nodes.md
+        note_submit_started(request.job_dir)
     except BaseException as err:
         store.mark_failed(record.jobkit_id, f"submission failed: {_one_line(err)}")
         raise
     try:
         submitted = backend.submit(request)
     except SchedulerError as err:
-        if _certainly_not_submitted(err):
-            store.mark_failed(record.jobkit_id, f"submission refused: {_one_line(err)}")
+        if not backend.submission_refused(err):
+            raise SubmissionUnknown(record.jobkit_id, backend.name, err) from err
+        store.mark_failed(record.jobkit_id, f"submission refused: {_one_line(err)}")
         raise
     except JobkitError as err:
         store.mark_failed(record.jobkit_id, f"submission failed: {_one_line(err)}")
@@ -218,11 +223,23 @@ def as_array_task(backend: Backend, submitted: Submitted, task: str) -> Submitte
     )
 
 
-def _certainly_not_submitted(err: SchedulerError) -> bool:
-    """A non-zero exit (refusal) or a command that never ran; not a timeout or odd reply."""
-    if isinstance(err, SchedulerTimeout):
-        return False
-    return err.returncode is None or err.returncode != 0
+class SubmissionUnknown(JobkitError):
+    """The submit command failed in a way that does not prove the scheduler refused the job
+    (Backend.submission_refused): the rows stay SUBMITTING and the next jobkit command looks
+    for the job by its token (`reconcile_submissions`): adopted if it was taken, else lost."""
+
+    def __init__(self, jobkit_id: str, backend: str, err: SchedulerError) -> None:
+        self.jobkit_id = jobkit_id
+        self.backend = backend
+        self.error = err
+        super().__init__(self.show())
+
+    def show(self) -> str:
+        return (
+            f"{self.jobkit_id}: whether {self.backend} took the job is unknown"
+            f" ({_one_line(self.error)}); it stays SUBMITTING until `jobkit status` settles it"
+            " (adopted under its real id if the scheduler has it, else reported lost)"
+        )
 
 
 def _prepare(record: JobRecord, plan: Plan) -> SubmitRequest:
@@ -360,10 +377,17 @@ def reconcile_submissions(store: Store, *, now: float | None = None) -> Reconcil
     return Reconciled(adopted, lost, errors)
 
 
+def note_submit_started(job_dir: Path) -> None:
+    """Mark that the submit command is about to run (SUBMIT_STARTED)."""
+    (job_dir / SUBMIT_STARTED).touch()
+
+
 def _give_up(store: Store, backend: Backend, record: JobRecord) -> JobRecord:
-    """A submission nobody found: FAILED where a lost reply means a lost job; of unknown fate
-    where the scheduler may have taken it unseen (PBS)."""
-    if backend.lost_reply_fate_unknown:
+    """A submission nobody found: FAILED where a lost reply means a lost job, or where the
+    submit command never ran; of unknown fate where the scheduler may have taken it unseen
+    (PBS, Grid Engine: `lost_reply_fate_unknown`)."""
+    started = (record.job_dir / SUBMIT_STARTED).exists()
+    if backend.lost_reply_fate_unknown and started:
         return store.mark_fate_unknown(
             record.jobkit_id,
             "submission reply lost: the scheduler may have accepted it, but no job of its"

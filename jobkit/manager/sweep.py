@@ -174,14 +174,16 @@ def _submit_array(
             pipeline._prepare(records[0], plan), jobkit_id=sweep_id, token=array_token
         )
         request, left_out = leave_out_bad_nodes(store, backend, request)  # docs/nodes.md
+        pipeline.note_submit_started(request.job_dir)
     except BaseException as err:
         _fail(store, ids, f"submission failed: {pipeline._one_line(err)}")
         raise
     try:
         submitted = backend.submit(request)
     except SchedulerError as err:
-        if pipeline._certainly_not_submitted(err):
-            _fail(store, ids, f"submission refused: {pipeline._one_line(err)}")
+        if not backend.submission_refused(err):
+            raise pipeline.SubmissionUnknown(sweep_id, backend.name, err) from err
+        _fail(store, ids, f"submission refused: {pipeline._one_line(err)}")
         raise
     except JobkitError as err:
         _fail(store, ids, f"submission failed: {pipeline._one_line(err)}")

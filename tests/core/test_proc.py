@@ -76,19 +76,3 @@ def test_env_is_added_and_invocations_logged(
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     assert [c["argv"][0] for c in calls] == [sys.executable, "jobkit-no-such-command-xyz"]
     assert [c["rc"] for c in calls] == [0, None]
-
-
-@pytest.mark.parametrize(
-    ("error", "certain"),
-    [
-        (SchedulerError(["sbatch"], 1, "", "sbatch: error: refused"), True),
-        (SchedulerError(["sbatch"], None, "", "", reason="command not found: sbatch"), True),
-        (proc.SchedulerTimeout(["sbatch"], None, "", "", reason="timed out after 120 s"), False),
-        (SchedulerError(["sbatch"], 0, "odd reply", "", reason="unexpected sbatch output"), False),
-    ],
-)
-def test_which_submit_failures_are_certain(error: SchedulerError, certain: bool) -> None:
-    """Certain: FAILED at once. Uncertain: left SUBMITTING for reconciliation by token."""
-    from jobkit.manager.submit import _certainly_not_submitted
-
-    assert _certainly_not_submitted(error) is certain

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from jobkit.manager.submit import LOST_AFTER_S, reconcile_submissions
+from jobkit.manager.submit import LOST_AFTER_S, SUBMIT_STARTED, reconcile_submissions
 from jobkit.registry.store import Store
 from tests.reliability.helpers import (
     JOBKIT,
@@ -129,16 +129,26 @@ def check_trial(
     how: str,
     task_id: Callable[[str, str], str],
     truth: Callable[[str], dict[str, str]],
+    cleanup: list[str],
+    *,
+    unsure_ok: bool = False,
 ) -> str:
     """Every row under its own task's id with its true state, or lost when nothing was
-    submitted; returns the array id (or "")."""
+    submitted; returns the array id (or ""). The ids the scheduler gave go to `cleanup`."""
     answers = trial.answers()
+    cleanup.extend(answers)
     assert len(answers) <= 1, (how, answers)
     rows = sweep_rows(trial.home)
     if not answers:
         settle_lost(trial.home)
         rows = sweep_rows(trial.home)
+        started = list((trial.home / "jobs").glob(f"*/{SUBMIT_STARTED}"))
         for row in rows:
+            if row["state"] == "UNKNOWN" and unsure_ok and started:
+                # Killed after jobkit noted that qsub was about to run: Grid Engine cannot
+                # show an ended job's script, so the fate is unknown (kept looked for).
+                assert str(row["reason"]).startswith("submission reply lost"), (how, row)
+                continue
             assert row["state"] == "FAILED", (how, row)
             assert str(row["reason"]).startswith(("submission lost", "submission failed")), row
         return ""
@@ -230,13 +240,44 @@ def test_sweep_submission_killed_at_random_points_keeps_every_slurm_task(
             how,
             lambda job, task: f"{job}_{task}",
             lambda job, held=held: slurm_truth(job, held=held),  # type: ignore[misc]
+            slurm_arrays,
         )
-        if array:
-            slurm_arrays.append(array)
         if array and held and not cancelled_one:
             cancel_one_task(trial, array)
             cancelled_one = True
     tally("crashes: sweep submission SIGKILLed at a random point (Slurm)", 6)
+
+
+@pytest.mark.slurm
+def test_a_sweep_that_ended_before_anyone_looked_is_found_in_sacct(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    slurm_arrays: list[str],
+    slurm_cluster: object,
+) -> None:
+    """Killed right after sbatch answered; the tasks run, end and leave squeue (MinJobAge)
+    before the next jobkit command: it finds the array in sacct by the token in the submit
+    line (this cluster's accounting stores no comments) and each task gets its own end."""
+    trial = Trial(tmp_path / "home", tmp_path / "submits.log")
+    monkeypatch.setenv("JOBKIT_HOME", str(trial.home))
+    crashing_submit(tmp_path / "bin", "sbatch", real("sbatch"), trial.log, 0.0)
+    spec = slurm_spec(tmp_path, "swgone", held=False)
+    env = {"JOBKIT_HOME": str(trial.home), "PATH": path_with(tmp_path / "bin")}
+    done = run_jobkit("submit", str(spec), cwd=tmp_path, env=env)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    (array,) = trial.answers()
+    slurm_arrays.append(array)
+    truth = slurm_truth(array, held=False)
+    wait_for(
+        "squeue to forget the array",
+        lambda: not slurm(["squeue", "-h", "--states=all", "-j", array]).stdout.strip(),
+        timeout=120,
+        interval=1.0,
+    )
+    rows = sweep_rows(trial.home)
+    assert [(r["scheduler_id"], r["state"]) for r in rows] == [
+        (f"{array}_{i}", truth[f"{array}_{i}"]) for i in range(TASKS)
+    ]
 
 
 def cancel_one_task(trial: Trial, array: str) -> None:
@@ -279,6 +320,7 @@ def test_sweep_submission_killed_at_random_points_keeps_every_sge_task(
     qsub = real("qsub")  # Grid Engine's: the sge_cluster fixture put its commands first
     pe = getattr(sge_cluster, "pe", "jobkit")
     arrays: list[str] = []
+    cancelled_one = False
     try:
         for number in range(4):
             folder = tmp_path / f"trial{number}"
@@ -292,13 +334,29 @@ def test_sweep_submission_killed_at_random_points_keeps_every_sge_task(
                 how,
                 lambda job, task: f"{job}.{int(task) + 1}",  # Grid Engine counts from 1
                 lambda job: {f"{job}.{i + 1}": "HELD" for i in range(TASKS)},
+                arrays,
+                unsure_ok=True,
             )
-            if array:
-                arrays.append(array)
+            if array and not cancelled_one:
+                cancel_one_sge_task(trial, array)
+                cancelled_one = True
     finally:
         if arrays:
-            subprocess.run(["qdel", *arrays], capture_output=True, check=False)
+            numbers = [a.split(".")[0] for a in arrays]  # qsub -terse: `12.1-3:1`
+            subprocess.run(["qdel", *numbers], capture_output=True, check=False)
     tally("crashes: sweep submission SIGKILLed at a random point (Grid Engine)", 4)
+
+
+def cancel_one_sge_task(trial: Trial, array: str) -> None:
+    """`jobkit cancel` of an adopted task row deletes that task only (qstat -g d lists the
+    array's tasks one per line, the task number last)."""
+    with Store() as store:
+        row = next(r for r in store.list_jobs(recent_final_s=None) if r.task == "1")
+    done = run_jobkit("cancel", row.jobkit_id, cwd=trial.home.parent)
+    assert done.returncode == 0, done.stderr
+    listed = subprocess.run(["qstat", "-g", "d"], capture_output=True, text=True, check=True)
+    left = [line.split()[-1] for line in listed.stdout.splitlines() if line.split()[:1] == [array]]
+    assert left == ["1", "3"], listed.stdout
 
 
 def test_trial_log_reads_ids_and_refusals(tmp_path: Path) -> None:

@@ -238,6 +238,8 @@ class PbsBackend(BatchScheduler):
         """`123[4]`, as PBS names a subjob."""
         return job_number(cls.task_job_id(scheduler_id, task))
 
+    refusal_marks = re.compile(r"^qsub: |^\s*sbatch: (?:error|fatal): ", re.MULTILINE)
+    """qsub's refusal (`qsub: Unknown queue`); Slurm's Torque wrappers quote sbatch's."""
     lost_reply_fate_unknown = True
     """A qsub whose reply was lost and whose job `find_launched` cannot see may still have
     been accepted (qstat forgets finished jobs; Slurm's Torque wrappers show no submit

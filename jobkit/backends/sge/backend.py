@@ -59,6 +59,12 @@ class SgeBackend(BatchScheduler):
     name = "sge"
     template = "sge/job.sh.j2"
     excludes_nodes = True
+    refusal_marks = re.compile(r"^Unable to run job: |^qsub: ", re.MULTILINE)
+    """The submit command's own words for a refusal (a bad option, partition or value)."""
+    lost_reply_fate_unknown = True
+    """A qsub whose reply was lost finds its job by qstat's `script_file` while the job is
+    in qstat; one that already ended leaves no trace of its script in qacct: such a
+    submission is of unknown fate (kept looked for), never FAILED."""
 
     @classmethod
     def task_label(cls, scheduler_id: str, task: str) -> str:

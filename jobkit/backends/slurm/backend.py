@@ -41,6 +41,10 @@ class SlurmBackend(BatchScheduler):
     launchers = ("torchrun", "srun", "mpirun", "spawn", "distributed-launch")
     node_ranges = True
     excludes_nodes = True
+    refusal_marks = re.compile(
+        r"^sbatch: (?:error|fatal): |^sbatch: (?:unrecognized|invalid) option", re.MULTILINE
+    )
+    """The submit command's own words for a refusal (a bad option, partition or value)."""
 
     @classmethod
     def check_script(cls, spec: JobSpec, script: str) -> None:
