@@ -6,7 +6,12 @@ from collections.abc import Iterator
 
 import pytest
 
-pytest_plugins = ["tests.plugins.cluster", "tests.plugins.sge", "tests.plugins.invoke"]
+pytest_plugins = [
+    "tests.plugins.cluster",
+    "tests.plugins.sge",
+    "tests.plugins.invoke",
+    "tests.plugins.groups",
+]
 
 
 @pytest.fixture(autouse=True, scope="session")

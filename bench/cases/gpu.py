@@ -5,8 +5,10 @@ One process on one GPU under torchrun, the bundled transformer at a GPT-2-small-
 the bundled corpus). Contenders, interleaved: plain bf16, trainer bf16, plain fp16 (with a
 GradScaler), trainer fp16. Model FLOP utilisation = achieved model FLOP/s / the GPU's
 dense bf16 peak, with model FLOPs per token = 6 * (parameters without the embeddings)
-+ 12 * layers * d_model * context (attention), as in the PaLM paper's appendix B.
-Without CUDA the case reports "skipped: no CUDA".
++ 12 * layers * d_model * context (attention), as in the PaLM paper's appendix B. With
+several GPUs, also the trainer in bf16 on all of them (one rank each, the same batch per
+rank): samples/s on N GPUs against 1 (ideal N).
+Without CUDA the case reports "skipped: no CUDA". bench/gpu.sh runs it with the GPU tests.
 """
 
 from __future__ import annotations
@@ -57,6 +59,27 @@ def gpu_name(ctx: Context) -> str | None:
     return name or None
 
 
+def gpu_count(ctx: Context) -> int:
+    """How many CUDA devices torch sees (0 without CUDA)."""
+    done = run_timed(
+        [
+            ctx.python,
+            "-c",
+            "import warnings; warnings.simplefilter('ignore'); import torch;"
+            " print(torch.cuda.device_count() if torch.cuda.is_available() else 0)",
+        ],
+        check=False,
+        timeout=120,
+    )
+    text = done.stdout.strip()
+    return int(text) if text.isdigit() else 0
+
+
+def scaling(one: float, many: float, gpus: int) -> float | None:
+    """Samples/s on `gpus` GPUs against one, from steps/s with the same batch per rank."""
+    return ratio(many * gpus, one)
+
+
 def peak_flops(name: str) -> float | None:
     """The dense bf16 peak of a GPU by its name, or None when it is not in the table."""
     for key, tflops in PEAK_BF16_TFLOPS.items():
@@ -99,6 +122,14 @@ def run(ctx: Context) -> CaseResult:
         contenders[f"trainer {amp}"] = make(
             trainer_args(steps, amp, 0, "cuda", model=MODEL, data=DATA)
         )
+    gpus = gpu_count(ctx)
+    result.facts["gpus"] = gpus
+    all_gpus = f"trainer bf16, {gpus} GPUs"
+    if gpus > 1:
+        bf16 = trainer_args(steps, "bf16", 0, "cuda", model=MODEL, data=DATA)
+        contenders[all_gpus] = lambda: {"steps_per_s": torchrun(ctx, gpus, bf16)}
+    else:
+        result.notes.append("scaling: one GPU here, no N-GPU figure")
     data = interleave(contenders, ctx.rounds, warmup=ctx.warmup)
     for contender in contenders:
         result.stats.append(data.stats(contender, "steps_per_s", "steps/s"))
@@ -135,6 +166,10 @@ def run(ctx: Context) -> CaseResult:
             result.facts[f"{who} {amp} model TFLOP/s"] = round(achieved / 1e12, 2)
             if peak:
                 result.facts[f"{who} {amp} MFU %"] = round(100 * achieved / peak, 2)
+    if gpus > 1:
+        one = stats("", "", data.get("trainer bf16", "steps_per_s")).median
+        many = stats("", "", data.get(all_gpus, "steps_per_s")).median
+        result.ratios[f"samples/s, {gpus} GPUs / 1 GPU (ideal {gpus})"] = scaling(one, many, gpus)
     if not peak:
         result.notes.append(f"MFU: no peak FLOP/s known for {name!r} (add it to PEAK_BF16_TFLOPS)")
     return result

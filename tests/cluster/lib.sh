@@ -214,7 +214,11 @@ SlurmctldPort=${JK_CTLD_PORT}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket=${JK_MUNGE_SOCKET}
+# cred_expire (default 120 s) is also how long a requeued job is held PENDING with
+# Reason=BeginTime before it may run again (slurm.conf(5)): 30 s (as Slurm's own test suite
+# sets it) keeps the requeue tests short, leaves a test time to see the hold, and a loaded
+# 2-core machine ample time to launch a step with its credential.
+AuthInfo=socket=${JK_MUNGE_SOCKET},cred_expire=30
 StateSaveLocation=${JK_DIR}/slurmctld
 SlurmdSpoolDir=${JK_DIR}/spool-%n
 SlurmctldPidFile=${JK_RUN}/slurmctld.pid

@@ -4,9 +4,10 @@ reported as a success).
 
 Training is paced by the plug-in dataset tests/e2e/paced_data.py (a sleep per sample), so
 a run is still training when it is interrupted and its length hardly depends on how busy
-the machine is. Slurm 22.05 holds a requeued job about 120 s (Reason=BeginTime) before it
-runs again: the requeue and time-limit checks therefore share one test, whose two jobs
-overlap their waits.
+the machine is. Slurm holds a requeued job for its credential lifetime (Reason=BeginTime;
+AuthInfo cred_expire=30 on the test cluster, 120 s by default) before it runs again: the
+requeue and time-limit checks share one test, whose two jobs overlap their waits (A's hold
+and B's first run).
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ def test_requeue_and_time_limit_preemption_resume_the_run(
     tmp_path: Path,
     reference: Reference,
 ) -> None:
-    """Two 2-node jobs, overlapping their 120 s requeue holds.
+    """Two 2-node jobs: A is requeued and held while B runs to its warning.
 
     A: `scontrol requeue` while it trains: same id, requeue count 1, resumes from its last
     checkpoint, ends at STEPS with the same final loss as the uninterrupted reference.

@@ -7,7 +7,7 @@ cleanly after step 12 (train.stop_after_step: checkpoint, exit 75, as when preem
 resumes from step 12, so nothing repeats and only rank-0.log says it restarted. Both append
 to metrics.jsonl and rank-0.log exactly as a Slurm requeue of the same job id does (the
 trainer starts again with the same JOBKIT_RUN_DIR); a scheduler requeue is not used here
-because Slurm holds a requeued job for about 120 s.
+because Slurm holds a requeued job for 30 s or more (its credential lifetime).
 """
 
 from __future__ import annotations

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The GPU run, ready for any machine with CUDA (issue 25): the GPU tests (tests/train/test_gpu.py:
+# NCCL, bf16/fp16, GradScaler, the shared-GPU check), then bench's GPU case (trainer vs the
+# plain loop in bf16 and fp16, model FLOP utilisation, 1 GPU against all of them), then its
+# tables into docs/benchmarks.md between the gpu-table markers (bench/gpu_table.py).
+# Under 8 minutes by its timeouts: the tests get 110 s, the bench 330 s (5 kept rounds and a
+# warm-up of 4 runs, 5 with several GPUs; 100 steps each, ~10 s a run on an H100: estimated).
+#
+# Usage: bash bench/gpu.sh            PYTHON=/path/to/python (default .venv/bin/python) must
+#                                     have jobkit (editable) and a CUDA build of torch.
+# Exit: 0 all done; 2 no CUDA here; else the failing step's status (124: its timeout). The
+#       document is only written after a good bench run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python=${PYTHON:-.venv/bin/python}
+out=bench/results
+mkdir -p "$out"
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+began=$SECONDS
+
+gpus=$("$python" -c 'import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)')
+if [ "$gpus" = 0 ]; then
+  echo "bench/gpu.sh: no CUDA device for $python (torch.cuda.is_available() is false)" >&2
+  exit 2
+fi
+echo "bench/gpu.sh: $gpus GPU(s): $("$python" -c 'import torch; print(torch.cuda.get_device_name(0))')"
+
+echo "=== GPU tests (at most 110 s)"
+timeout 110 "$python" -m pytest -q -p no:cacheprovider -m gpu tests/train/test_gpu.py
+
+echo "=== bench, GPU case (at most 330 s)"
+timeout 330 "$python" -m bench --cases gpu --python "$python" \
+  --out "$out/gpu-$stamp.json" --markdown "$out/gpu-$stamp.md"
+
+echo "=== docs/benchmarks.md"
+"$python" -m bench.gpu_table "$out/gpu-$stamp.md" docs/benchmarks.md
+echo "bench/gpu.sh: done in $((SECONDS - began)) s; results in $out/gpu-$stamp.json"
