@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobkit.backends.base import Observation, SubmitRequest, TrackedJob
 from jobkit.backends.batch import BatchScheduler, exit_file_observation
+from jobkit.backends.commands import PBS
 from jobkit.backends.pbs.states import (
     FINISHED_LETTERS,
     normalize_pbs_state,
@@ -247,6 +248,10 @@ class PbsBackend(BatchScheduler):
         """`qsub <script>`, run in the submission directory."""
         return ["qsub", str(request.script_path)]
 
+    def own_command(self, argv: list[str]) -> list[str]:
+        """qsub by its absolute path (backends/commands.py: PBS)."""
+        return PBS.argv(argv)
+
     def parse_submit_output(self, argv: list[str], stdout: str, stderr: str) -> str:
         """The job id qsub prints (`123.server`, `123[].server` for an array)."""
         return parse_qsub_output(argv, stdout, stderr)
@@ -324,7 +329,7 @@ class PbsBackend(BatchScheduler):
         return result
 
     def _qstat(self, argv: list[str]) -> proc.Completed:
-        done = proc.run(argv, timeout=self.query_timeout_s, check=False)
+        done = proc.run(PBS.argv(argv), timeout=self.query_timeout_s, check=False)
         if done.returncode != 0:
             other = [
                 line
@@ -346,7 +351,7 @@ class PbsBackend(BatchScheduler):
         unaddressable = [j for j in jobs if _wrapper_task(j.scheduler_id)]
         ids = [j.scheduler_id for j in jobs if not _wrapper_task(j.scheduler_id)]
         if ids:
-            proc.run(["qdel", *ids], timeout=self.query_timeout_s)
+            proc.run(PBS.argv(["qdel", *ids]), timeout=self.query_timeout_s)
         if unaddressable:
             hints = ", ".join(
                 f"scancel {job_number(j.scheduler_id).replace('[', '_').rstrip(']')}"
