@@ -120,6 +120,7 @@ def watch(ids: tuple[str, ...], interval: float, as_json: bool) -> int:
     refused) is resubmitted as its next attempt, up to scheduler.max_attempts
     (docs/runs.md). Each state change is one line on stderr.
     """
+    from jobkit.core.display import printable
     from jobkit.manager.attempts import has_ended
     from jobkit.manager.refresh import refresh
 
@@ -148,7 +149,7 @@ def watch(ids: tuple[str, ...], interval: float, as_json: bool) -> int:
                     if as_json:
                         click.echo(json.dumps({"event": "state", **record.to_dict()}))
                     else:
-                        click.echo(_event(record), err=True)
+                        click.echo(printable(_event(record)), err=True)
             if all(has_ended(r) and not going_on(r, claimed) for r in latest):
                 return code
             time.sleep(interval)
