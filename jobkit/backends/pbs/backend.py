@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 FLAVORS = ("pro", "torque")
 
-_QSUB_ID = re.compile(r"^\d+(?:\[\d*\])?(?:\.\S+)?$")
+_QSUB_ID = re.compile(r"^\d+(?:\[\d*\])?(?:\.[A-Za-z0-9_.-]+)?$", re.ASCII)
 _ATTR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 _PBS_PRO_ARRAY = re.compile(r"^\d+-\d+(?::\d+)?$")
 _UNKNOWN_JOB = re.compile(r"unknown job id", re.IGNORECASE)
