@@ -55,9 +55,19 @@ def printable_lines(text: str) -> str:
 
 
 def first_line(text: str) -> tuple[str, int]:
-    """The first meaningful line of a command's output (escaped, at most LINE_MAX) and how
+    """A command's output as one line: its meaningful lines (before a `Usage:` block)
+    joined with ` / ` while they fit in LINE_MAX (at least the first, cut), escaped; and how
     many other non-blank lines there are."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         return "", 0
-    return shorten(printable(lines[0]), LINE_MAX), len(lines) - 1
+    shown = shorten(printable(lines[0]), LINE_MAX)
+    taken = 1
+    for line in lines[1:]:
+        if line.lower().startswith("usage"):
+            break
+        joined = f"{shown} / {printable(line)}"
+        if len(joined) > LINE_MAX:
+            break
+        shown, taken = joined, taken + 1
+    return shown, len(lines) - taken

@@ -64,7 +64,10 @@ def test_a_commands_usage_text_is_one_line() -> None:
 
 
 def test_first_line_skips_blank_lines() -> None:
-    assert first_line("\n\n  sbatch: error: x\n\nmore\n") == ("sbatch: error: x", 1)
+    two = "\n\n  sbatch: error: x\n\nsbatch: error: y\n"
+    assert first_line(two) == ("sbatch: error: x / sbatch: error: y", 0)
+    assert first_line("qstat: bad\nUsage:\n  qstat [-f]\n") == ("qstat: bad", 2)
+    assert first_line("x" * 200 + "\n" + "y" * 200) == ("x" * 200, 1)
     assert first_line("") == ("", 0)
 
 
@@ -87,10 +90,9 @@ def test_garbage_sbatch_output_is_one_line(
     assert done.returncode == 1, done
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr
-    assert lines[0].endswith(
-        ": unexpected sbatch output: garbage \\x1b[2J line 1"
-        " (39 more lines: rerun with JOBKIT_DEBUG=1 to see them)"
-    ), lines[0]
+    assert ": unexpected sbatch output: garbage \\x1b[2J line 1 / garbage" in lines[0]
+    assert lines[0].endswith(" more lines: rerun with JOBKIT_DEBUG=1 to see them)"), lines[0]
+    assert "\x1b" not in lines[0], lines[0]
 
 
 @pytest.mark.slurm
