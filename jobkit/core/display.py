@@ -31,12 +31,16 @@ def _escape(char: str) -> str:
 def printable(text: str) -> str:
     """`text` with every character that could change the terminal's display escaped.
 
-    Newlines are escaped too: the result is one line. A backslash stays as it is (what
-    was escaped is told by the `\\x`/`\\u` that follows a character a user cannot type).
+    Newlines are escaped too: the result is one line. A tab stays (harmless on a terminal;
+    a table cell turns it into a space), and so does a backslash.
     """
     if text.isprintable() and text.isascii():
         return text
-    return "".join(_escape(c) if unicodedata.category(c) in _UNSAFE_CATEGORIES else c for c in text)
+    return "".join(_escape(c) if _unsafe(c) else c for c in text)
+
+
+def _unsafe(char: str) -> bool:
+    return char != "\t" and unicodedata.category(char) in _UNSAFE_CATEGORIES
 
 
 def shorten(text: str, limit: int) -> str:
@@ -46,7 +50,7 @@ def shorten(text: str, limit: int) -> str:
 
 def table_cell(text: str) -> str:
     """A value as a status table shows it: escaped, at most TABLE_CELL_MAX characters."""
-    return shorten(printable(text), TABLE_CELL_MAX)
+    return shorten(printable(text).replace("\t", " "), TABLE_CELL_MAX)
 
 
 def printable_lines(text: str) -> str:

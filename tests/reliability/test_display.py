@@ -41,6 +41,10 @@ def test_unsafe_characters_are_escaped_visibly(raw: str, shown: str) -> None:
     assert printable(raw) == shown
 
 
+def test_a_tab_stays_and_is_a_space_in_a_table() -> None:
+    assert printable("a\tb") == "a\tb" and table_cell("a\tb") == "a b"
+
+
 def test_a_long_value_is_cut_in_a_table_cell_only() -> None:
     cell = table_cell(LONG)
     assert len(cell) == TABLE_CELL_MAX and cell.endswith(ELLIPSIS)
