@@ -71,12 +71,17 @@ class BatchScheduler(Backend):
         """Variables added to the submit command's environment."""
         return {}
 
+    def own_command(self, argv: list[str]) -> list[str]:
+        """argv with its command made this scheduler's own where another scheduler's tools
+        share its name (Grid Engine's and PBS's qsub: backends/commands.py)."""
+        return argv
+
     def submit(self, request: SubmitRequest) -> Submitted:
         """Run the submit command in the submission directory; the id, log paths, facts."""
         from jobkit.core import proc  # loaded when a command runs: render stays quick
 
         self.check_submission(request)
-        argv = self.submit_argv(request)
+        argv = self.own_command(self.submit_argv(request))
         done = proc.run(
             argv,
             timeout=self.submit_timeout_s,

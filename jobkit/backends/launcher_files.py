@@ -116,6 +116,8 @@ def launch_detached(
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
+            encoding="utf-8",
+            errors="replace",
             start_new_session=True,
             timeout=30,
             check=False,

@@ -121,6 +121,8 @@ def clean_hosts(job: TrackedJob, grace_s: float) -> list[HostCheck]:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            encoding="utf-8",
+            errors="replace",
         )
         started.append((host, argv, proc))
     checks = []

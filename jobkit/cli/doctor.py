@@ -15,6 +15,7 @@ import time
 
 import click
 
+from jobkit.core.display import printable_lines
 from jobkit.core.errors import UsageError
 from jobkit.registry.store import Store
 
@@ -54,7 +55,7 @@ def doctor(job_id: str | None, last: bool, as_json: bool) -> int:
     if as_json:
         click.echo(json.dumps(diagnosis.to_dict(), indent=2))
     else:
-        click.echo("\n".join(diagnosis.lines()))
+        click.echo(printable_lines("\n".join(diagnosis.lines())))
     return code
 
 

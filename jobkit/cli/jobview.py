@@ -75,7 +75,9 @@ def table_rows(records: Sequence[JobRecord], now: float) -> list[tuple[str, ...]
 
 def render_table(records: Sequence[JobRecord], now: float) -> str:
     """The status table with a header, columns padded to their widest cell."""
-    rows = [TABLE_COLUMNS, *table_rows(records, now)]
+    from jobkit.core.display import table_cell
+
+    rows = [TABLE_COLUMNS, *(tuple(map(table_cell, r)) for r in table_rows(records, now))]
     widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE_COLUMNS))]
     lines = [
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from jobkit.core.display import printable_lines
 from jobkit.core.errors import SchedulerError, UsageError
 from jobkit.registry.store import JobRecord, Store
 
@@ -74,7 +75,7 @@ def report(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
 
         texts = [render_text(r) for r in reports]
         texts += [render_sweep(c, short) for c, short in compared]
-        click.echo("\n\n".join(texts))
+        click.echo(printable_lines("\n\n".join(texts)))
     return EXIT_PARTIAL if failed or result.failures else 0
 
 

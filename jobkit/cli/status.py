@@ -98,6 +98,8 @@ def status(
     Exit 3 when a scheduler query failed: the last known states are shown, with a warning
     giving their age.
     """
+    from jobkit.core.display import printable_lines
+
     wanted_states = parse_states(states)
     if watch is not None and watch <= 0:
         raise UsageError(f"--watch {watch:g}: must be a positive number of seconds")
@@ -120,7 +122,7 @@ def status(
         if watch is None:
             text, code = snapshot()
             if text:
-                click.echo(text)
+                click.echo(text if as_json else printable_lines(text))
             return code
         tty = sys.stdout.isatty()
         while True:
@@ -130,7 +132,7 @@ def status(
                 click.echo(f"every {watch:g}s  {time.strftime('%H:%M:%S')}  (Ctrl-C to stop)")
             elif not as_json:
                 click.echo(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')}")
-            click.echo(text, nl=True)
+            click.echo(text if as_json else printable_lines(text), nl=True)
             sys.stdout.flush()
             time.sleep(watch)
 

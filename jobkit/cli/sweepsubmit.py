@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from jobkit.cli.sweepview import backend_word, short_overrides, task_overrides
+from jobkit.core.display import printable_lines
 from jobkit.registry.store import JobRecord, Store
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ def submit_and_report(store: Store, plan: Plan, *, wait: bool, as_json: bool) ->
     if as_json and not wait:
         click.echo(json.dumps(sweep_json(records), indent=2))
     elif not as_json:
-        click.echo("\n".join(submitted_lines(plan, records)))
+        click.echo(printable_lines("\n".join(submitted_lines(plan, records))))
     if not wait:
         return 0
     finals = wait_all(store, records, quiet=as_json)

@@ -240,6 +240,7 @@ def render_listing(
     items: Sequence[Item], now: float, *, expand: bool, all_attempts: bool = False
 ) -> str:
     """The status table: jobs, sweep lines, and (expand) each sweep's tasks under it."""
+    from jobkit.core.display import table_cell
     from jobkit.doctor.cache import table_notes
 
     sweep_files: dict[Path, dict[str, Any]] = {}
@@ -255,6 +256,7 @@ def render_listing(
             tasks = sorted(item.rows, key=_task_order) if all_attempts else item.tasks
             rows += [task_row(r, now, sweep_files) for r in tasks]
             shown += tasks
+    rows = [rows[0], *(tuple(map(table_cell, row)) for row in rows[1:])]
     widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE_COLUMNS))]
     lines = [
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()

@@ -71,6 +71,24 @@ def _followed(store: Store, ids: Sequence[str]) -> list[str]:
     return [r.run_key for r in _latest(store, keys) if not has_ended(r)]
 
 
+CLAIM_WAIT_S = 300.0
+"""How long an ended attempt that another process is resubmitting keeps `watch` waiting for
+the next attempt's row (a process killed mid-submission leaves the claim behind)."""
+
+
+def going_on(record: JobRecord, claimed: dict[str, float]) -> bool:
+    """True when the run goes on after this ended attempt: another jobkit process (a
+    `status`, a `retry`) claimed it and is submitting the next attempt, whose row is not
+    there yet. `claimed` keeps when each claim was first seen; after CLAIM_WAIT_S it no
+    longer counts."""
+    from jobkit.manager.attempts import CLAIMED
+
+    if record.extra.get("resubmitted_as") != CLAIMED:
+        return False
+    first = claimed.setdefault(record.jobkit_id, time.monotonic())
+    return time.monotonic() - first < CLAIM_WAIT_S
+
+
 def _event(record: JobRecord) -> str:
     """`jobkit: jkABC (123) attempt 2 RUNNING on n1`."""
     words = [f"jobkit: {record.jobkit_id} ({record.scheduler_id or '-'})"]
@@ -102,6 +120,7 @@ def watch(ids: tuple[str, ...], interval: float, as_json: bool) -> int:
     refused) is resubmitted as its next attempt, up to scheduler.max_attempts
     (docs/runs.md). Each state change is one line on stderr.
     """
+    from jobkit.core.display import printable
     from jobkit.manager.attempts import has_ended
     from jobkit.manager.refresh import refresh
 
@@ -114,6 +133,7 @@ def watch(ids: tuple[str, ...], interval: float, as_json: bool) -> int:
             click.echo("jobkit: no unfinished run to watch", err=True)
             return 0
         seen: dict[str, tuple[str, str | None]] = {}
+        claimed: dict[str, float] = {}
         while True:
             before = _latest(store, runs)
             result = refresh(store, before)
@@ -129,7 +149,7 @@ def watch(ids: tuple[str, ...], interval: float, as_json: bool) -> int:
                     if as_json:
                         click.echo(json.dumps({"event": "state", **record.to_dict()}))
                     else:
-                        click.echo(_event(record), err=True)
-            if all(has_ended(r) for r in latest):
+                        click.echo(printable(_event(record)), err=True)
+            if all(has_ended(r) and not going_on(r, claimed) for r in latest):
                 return code
             time.sleep(interval)

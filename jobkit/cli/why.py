@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import click
 
 from jobkit.backends.waiting import WaitInfo
+from jobkit.core.display import printable_lines
 from jobkit.core.errors import JobkitError, UsageError
 from jobkit.registry.record import JobRecord
 from jobkit.registry.store import Store
@@ -46,7 +47,7 @@ def why(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
         click.echo(json.dumps([why_dict(job) for job in jobs], indent=2))
     else:
         now = time.time()
-        click.echo("\n\n".join(render_why(job, now) for job in jobs))
+        click.echo(printable_lines("\n\n".join(render_why(job, now) for job in jobs)))
     return EXIT_STALE if failed else 0
 
 

@@ -25,6 +25,9 @@ REQUEUE_MARKER_FILE = "requeue-requested"
 REQUEUE_REFUSED_FILE = "requeue-refused"
 """The job script's note `JOB_ID why` that it could not requeue itself: jobkit resubmits
 the run as its next attempt (docs/runs.md)."""
+PREEMPTED_FILE = "preempted"
+"""The job script's note `JOB_ID PreemptTime=...` that Slurm preempted the job (its step was
+signalled, the script saw only a failed step): jobkit reports PREEMPTED (docs/runs.md)."""
 SWEEP_OVERRIDES_FILE = "sweep-overrides.json"
 """A sweep task's overrides as a JSON object (key -> value as written), left by the script."""
 RANKS_DIR = "ranks"
@@ -75,6 +78,7 @@ def template_constants() -> dict[str, Any]:
             "finished": FINISHED_FILE,
             "requeue_marker": REQUEUE_MARKER_FILE,
             "requeue_refused": REQUEUE_REFUSED_FILE,
+            "preempted": PREEMPTED_FILE,
             "ranks": RANKS_DIR,
             "sweep_overrides": SWEEP_OVERRIDES_FILE,
         },

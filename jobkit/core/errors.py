@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 
 class JobkitError(Exception):
     """Base class: shown to the user as one line, never as a traceback."""
@@ -72,10 +74,18 @@ class SchedulerError(JobkitError):
     def show(self) -> str:
         import shlex
 
-        cmd = shlex.join(self.argv)
+        from jobkit.core.display import LINE_MAX, first_line, printable, shorten
+
+        cmd = shorten(printable(shlex.join(self.argv)), LINE_MAX)
         why = self.reason or f"exit {self.returncode}"
-        detail = (self.stderr or self.stdout).strip()
-        return f"{cmd}: {why}" + (f": {detail}" if detail else "")
+        detail, more = first_line(self.stderr or self.stdout)
+        shown = f"{cmd}: {why}" + (f": {detail}" if detail else "")
+        if not more:
+            return shown
+        if os.environ.get("JOBKIT_DEBUG"):
+            return f"{shown}\n{(self.stderr or self.stdout).strip()}"
+        lines = f"{more} more line{'s' if more > 1 else ''}"
+        return f"{shown} ({lines}: rerun with JOBKIT_DEBUG=1 to see them)"
 
 
 class CrossFieldError(ValueError):

@@ -2,6 +2,8 @@
 
 Always an argument list, never a shell. A non-zero exit, a timeout or a missing
 executable raises SchedulerError carrying argv, exit code, stdout and stderr verbatim.
+Output is decoded as UTF-8 with replacement characters: a scheduler may print any bytes
+(a Latin-1 job comment, a node name in another locale) and that must never stop jobkit.
 Each command is logged at debug level; with `JOBKIT_PROC_LOG=FILE` in the environment
 each one is also appended to FILE as a JSON line (for tests and benchmarks).
 """
@@ -69,6 +71,8 @@ def run(
             input=input,
             capture_output=True,
             text=True,
+            encoding="utf-8",
+            errors="replace",
             timeout=timeout,
             env=full_env,
             cwd=cwd,

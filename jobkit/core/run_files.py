@@ -1,11 +1,11 @@
-"""The `exit_code` file a job's script may leave in its run folder."""
+"""The notes a job's script may leave in its run folder: exit_code, failure, preempted."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from jobkit.core.conventions import EXIT_CODE_FILE as EXIT_FILE
-from jobkit.core.conventions import FAILURE_FILE
+from jobkit.core.conventions import FAILURE_FILE, PREEMPTED_FILE
 
 
 def read_exit_file(run_dir: str | Path | None) -> int | None:
@@ -32,3 +32,31 @@ def read_failure_note(run_dir: str | Path | None) -> str | None:
     except OSError:
         return None
     return line or None
+
+
+_NOTES_MAX_BYTES = 65536
+
+
+def read_preempted_note(
+    run_dir: str | Path | None, job_id: str, restarts: int | None = None
+) -> str | None:
+    """What `<run_dir>/preempted` says of job `job_id` (`PreemptTime=...`), or None.
+
+    The script appends one line `JOB_ID RESTART_COUNT PreemptTime=...` per preempted job (a
+    run's attempts share the folder); a line of another job, or of another run of this one
+    (`restarts`, when known: a requeued job), does not count.
+    """
+    if not run_dir:
+        return None
+    try:
+        with open(Path(run_dir) / PREEMPTED_FILE, "rb") as stream:
+            text = stream.read(_NOTES_MAX_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    found = None
+    for line in text.splitlines():
+        words = line.split(maxsplit=2)
+        ours = len(words) == 3 and words[0] == job_id
+        if ours and (restarts is None or words[1] == str(restarts)):
+            found = words[2].strip()
+    return found

@@ -251,7 +251,7 @@ def _read_rank_nodes(run_dirs: list[Path]) -> dict[int, int]:
     for run_dir in run_dirs:
         for note in (run_dir / RANKS_DIR).glob("*"):
             try:
-                text = note.read_text().strip()
+                text = note.read_text(encoding="utf-8", errors="replace").strip()
             except OSError:
                 continue
             if note.name.isdigit() and text.isdigit():

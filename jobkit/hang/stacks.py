@@ -183,6 +183,8 @@ def collect_stacks(
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
+                encoding="utf-8",
+                errors="replace",
             )
         except OSError as err:
             stacks += [RankStack(b.rank, node, b.pid, error=f"{argv[0]}: {err}") for b in ranks]

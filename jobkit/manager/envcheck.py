@@ -77,6 +77,8 @@ def find_missing(loaded: LoadedSpec, interpreter: Interpreter, workdir: Path) ->
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
+                encoding="utf-8",
+                errors="replace",
             )
         except OSError as err:
             raise SchedulerError(argv, None, "", "", reason=f"cannot run: {err}") from None

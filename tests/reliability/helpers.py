@@ -108,7 +108,9 @@ def real(command: str) -> str:
 
 def slurm(argv: Sequence[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """Run a Slurm client command, capturing text."""
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        list(argv), capture_output=True, text=True, errors="replace", timeout=timeout, check=False
+    )
 
 
 def scancel(ids: Sequence[str]) -> None:

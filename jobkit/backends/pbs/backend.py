@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobkit.backends.base import Observation, SubmitRequest, TrackedJob
 from jobkit.backends.batch import BatchScheduler, exit_file_observation
+from jobkit.backends.commands import PBS
 from jobkit.backends.pbs.states import (
     FINISHED_LETTERS,
     normalize_pbs_state,
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 FLAVORS = ("pro", "torque")
 
-_QSUB_ID = re.compile(r"^\d+(?:\[\d*\])?(?:\.\S+)?$")
+_QSUB_ID = re.compile(r"^\d+(?:\[\d*\])?(?:\.[A-Za-z0-9_.-]+)?$", re.ASCII)
 _ATTR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 _PBS_PRO_ARRAY = re.compile(r"^\d+-\d+(?::\d+)?$")
 _UNKNOWN_JOB = re.compile(r"unknown job id", re.IGNORECASE)
@@ -249,6 +250,10 @@ class PbsBackend(BatchScheduler):
         """`qsub <script>`, run in the submission directory."""
         return ["qsub", str(request.script_path)]
 
+    def own_command(self, argv: list[str]) -> list[str]:
+        """qsub by its absolute path (backends/commands.py: PBS)."""
+        return PBS.argv(argv)
+
     def parse_submit_output(self, argv: list[str], stdout: str, stderr: str) -> str:
         """The job id qsub prints (`123.server`, `123[].server` for an array)."""
         return parse_qsub_output(argv, stdout, stderr)
@@ -326,7 +331,7 @@ class PbsBackend(BatchScheduler):
         return result
 
     def _qstat(self, argv: list[str]) -> proc.Completed:
-        done = proc.run(argv, timeout=self.query_timeout_s, check=False)
+        done = proc.run(PBS.argv(argv), timeout=self.query_timeout_s, check=False)
         if done.returncode != 0:
             other = [
                 line
@@ -348,7 +353,7 @@ class PbsBackend(BatchScheduler):
         unaddressable = [j for j in jobs if _wrapper_task(j.scheduler_id)]
         ids = [j.scheduler_id for j in jobs if not _wrapper_task(j.scheduler_id)]
         if ids:
-            proc.run(["qdel", *ids], timeout=self.query_timeout_s)
+            proc.run(PBS.argv(["qdel", *ids]), timeout=self.query_timeout_s)
         if unaddressable:
             hints = ", ".join(
                 f"scancel {job_number(j.scheduler_id).replace('[', '_').rstrip(']')}"

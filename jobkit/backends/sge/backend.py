@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from jobkit.backends.base import Observation, SubmitRequest, TrackedJob
 from jobkit.backends.batch import BatchScheduler, exit_file_observation
+from jobkit.backends.commands import GRID_ENGINE
 from jobkit.backends.sge.parse import (
     FinishedRun,
     LiveJob,
@@ -131,6 +132,10 @@ class SgeBackend(BatchScheduler):
 
         return preflight(spec, script, workdir, thorough=thorough, timeout=self.query_timeout_s)
 
+    def own_command(self, argv: list[str]) -> list[str]:
+        """qsub by its absolute path (backends/commands.py: GRID_ENGINE)."""
+        return GRID_ENGINE.argv(argv)
+
     def parse_submit_output(self, argv: list[str], stdout: str, stderr: str) -> str:
         """The job number qsub -terse prints (`123`, `123.1-3:1` for an array)."""
         return parse_qsub_terse(argv, stdout, stderr)
@@ -155,7 +160,9 @@ class SgeBackend(BatchScheduler):
             return {}
         argv = ["qstat", "-xml", "-u", getpass.getuser()]
         live: dict[str, list[LiveJob]] = defaultdict(list)
-        for row in _parse(argv, proc.run(argv, timeout=self.query_timeout_s).stdout):
+        for row in _parse(
+            argv, proc.run(GRID_ENGINE.argv(argv), timeout=self.query_timeout_s).stdout
+        ):
             live[row.number].append(row)
         result: dict[str, Observation] = {}
         ended = []
@@ -185,7 +192,7 @@ class SgeBackend(BatchScheduler):
             since = min(int(j.extra.get("submitted_at") or 0) for j in jobs) - 60
             start = time.strftime("%Y%m%d%H%M", time.localtime(max(since, 0)))
             argv = ["qacct", "-b", start, "-j"]
-        done = proc.run(argv, timeout=self.query_timeout_s, check=False)
+        done = proc.run(GRID_ENGINE.argv(argv), timeout=self.query_timeout_s, check=False)
         if done.returncode != 0:
             if _NO_ACCOUNTING.search(done.stderr + done.stdout):
                 return {}  # not written yet (or never): the exit file may answer
@@ -214,13 +221,15 @@ class SgeBackend(BatchScheduler):
 
         argv = ["qstat", "-xml", "-u", getpass.getuser()]
         live: dict[str, list[LiveJob]] = defaultdict(list)
-        for row in _parse(argv, proc.run(argv, timeout=self.query_timeout_s).stdout):
+        for row in _parse(
+            argv, proc.run(GRID_ENGINE.argv(argv), timeout=self.query_timeout_s).stdout
+        ):
             live[row.number].append(row)
         listed = [job_number(j.scheduler_id) for j in jobs if job_number(j.scheduler_id) in live]
         blocks = {}
         if listed:
             argv = ["qstat", "-j", ",".join(dict.fromkeys(listed))]
-            done = proc.run(argv, timeout=self.query_timeout_s, check=False)
+            done = proc.run(GRID_ENGINE.argv(argv), timeout=self.query_timeout_s, check=False)
             blocks = parse_qstat_j(done.stdout)  # a job that ended meanwhile is left out
         result: dict[str, WaitInfo] = {}
         for job in jobs:
@@ -243,7 +252,7 @@ class SgeBackend(BatchScheduler):
         ids = [
             j.scheduler_id if job_task(j.scheduler_id) else job_number(j.scheduler_id) for j in jobs
         ]
-        proc.run(["qdel", *sorted(set(ids))], timeout=self.query_timeout_s)
+        proc.run(GRID_ENGINE.argv(["qdel", *sorted(set(ids))]), timeout=self.query_timeout_s)
 
     # -- lost submissions ---------------------------------------------------------------------
 
@@ -254,11 +263,17 @@ class SgeBackend(BatchScheduler):
         shows each job's `script_file`); finished ones cannot be told apart."""
         argv = ["qstat", "-xml", "-u", getpass.getuser()]
         numbers = {
-            row.number for row in _parse(argv, proc.run(argv, timeout=self.query_timeout_s).stdout)
+            row.number
+            for row in _parse(
+                argv, proc.run(GRID_ENGINE.argv(argv), timeout=self.query_timeout_s).stdout
+            )
         }
         if not numbers:
             return {}
-        detail = proc.run(["qstat", "-j", ",".join(sorted(numbers))], timeout=self.query_timeout_s)
+        detail = proc.run(
+            GRID_ENGINE.argv(["qstat", "-j", ",".join(sorted(numbers))]),
+            timeout=self.query_timeout_s,
+        )
         wanted = {str(r.script_path): token for token, r in requests.items() if r is not None}
         found: dict[str, str] = {}
         number = None

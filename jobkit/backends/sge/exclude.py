@@ -17,7 +17,8 @@ def exclude_args(nodes: Sequence[str]) -> list[str]:
 def usable_nodes(timeout: float) -> tuple[str, ...]:
     """The execution hosts, one per line of `qconf -sel` (short names, as qstat shows
     them); SchedulerError when qconf cannot answer."""
+    from jobkit.backends.commands import GRID_ENGINE
     from jobkit.core import proc
 
-    out = proc.run(EXEC_HOSTS_ARGV, timeout=timeout).stdout
+    out = proc.run(GRID_ENGINE.argv(EXEC_HOSTS_ARGV), timeout=timeout).stdout
     return tuple(dict.fromkeys(line.split(".")[0] for line in out.split() if line))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from jobkit.core.arrays import array_includes
 from jobkit.core.errors import SchedulerError
 
-_TERSE_ID = re.compile(r"^(?P<job>\d+)(?:\.(?P<tasks>\d+(?:-\d+(?::\d+)?)?))?$")
+_TERSE_ID = re.compile(r"^(?P<job>\d+)(?:\.(?P<tasks>\d+(?:-\d+(?::\d+)?)?))?$", re.ASCII)
 
 
 def parse_qsub_terse(argv: list[str], stdout: str, stderr: str) -> str:

@@ -37,12 +37,13 @@ def preflight(
 
 def queue_time_limit(spec: JobSpec, timeout: float) -> list[Finding]:
     """resources.time over h_rt of the queue resources.partition names."""
+    from jobkit.backends.commands import GRID_ENGINE
     from jobkit.core import proc
 
     queue, wanted = spec.resources.partition, spec.resources.time
     if not queue or not wanted:
         return []
-    done = proc.run(["qconf", "-sq", queue], timeout=timeout, check=False)
+    done = proc.run(GRID_ENGINE.argv(["qconf", "-sq", queue]), timeout=timeout, check=False)
     match = re.search(r"^h_rt\s+(\S+)", done.stdout, re.MULTILINE)
     if done.returncode != 0 or not match or match[1].upper() == "INFINITY":
         return []
@@ -58,9 +59,16 @@ def queue_time_limit(spec: JobSpec, timeout: float) -> list[Finding]:
 
 def verify(script: str, workdir: Path, timeout: float) -> list[Finding]:
     """`qsub -w v` (script on stdin): its refusal at the key at fault."""
+    from jobkit.backends.commands import GRID_ENGINE
     from jobkit.core import proc
 
-    done = proc.run(["qsub", "-w", "v"], input=script, cwd=workdir, timeout=timeout, check=False)
+    done = proc.run(
+        GRID_ENGINE.argv(["qsub", "-w", "v"]),
+        input=script,
+        cwd=workdir,
+        timeout=timeout,
+        check=False,
+    )
     if done.returncode == 0:
         return []
     said = " ".join((done.stderr + " " + done.stdout).replace("Exiting.", "").split())

@@ -18,7 +18,7 @@ from jobkit.backends.base import Allocation, Observation, SubmitRequest, Tracked
 from jobkit.backends.batch import BatchScheduler
 from jobkit.core.conventions import job_log_paths
 from jobkit.core.errors import JobkitError, SchedulerError, SpecError
-from jobkit.core.run_files import read_exit_file
+from jobkit.core.run_files import read_exit_file, read_preempted_note
 from jobkit.core.states import State
 
 if TYPE_CHECKING:  # the parsers and proc load when a command runs: render stays quick
@@ -181,6 +181,8 @@ class SlurmBackend(BatchScheduler):
                 obs = _exit_file_fallback(obs, job)
             elif obs is not None and obs.state is State.FAILED and obs.exit_code is None:
                 obs = _lost_exit_code(obs, job)
+            if obs is not None and obs.state is State.FAILED:
+                obs = _preempted(obs, job, ids[job.scheduler_id])
             if obs is not None:
                 result[job.scheduler_id] = obs
         return result
@@ -420,6 +422,25 @@ def _lost_exit_code(obs: Observation, job: TrackedJob) -> Observation:
         return obs
     note = "exit code from the run folder (accounting recorded none)"
     return replace(obs, exit_code=code, reason=f"{obs.reason}; {note}" if obs.reason else note)
+
+
+def _preempted(obs: Observation, job: TrackedJob, slurm_id: SlurmId) -> Observation:
+    """A FAILED job that Slurm was preempting: PREEMPTED, whatever its exit code.
+
+    Under PreemptMode=CANCEL with a GraceTime, Slurm signals the job step only; the program
+    stops (torchrun exits 1, a plain command dies of SIGTERM) and the script ends with that
+    failure before the grace time is over, so accounting says FAILED. The script asked Slurm
+    (`scontrol show job`: PreemptTime) and noted it in the run folder's `preempted` file.
+    """
+    run_dir = job.extra.get("run_dir")
+    if run_dir and slurm_id.task is not None:
+        run_dir = run_dir.replace("{task}", slurm_id.task)
+    noted = read_preempted_note(run_dir, slurm_id.job, obs.requeues)
+    if noted is None:
+        return obs
+    code = "" if obs.exit_code is None else f" with exit code {obs.exit_code}"
+    reason = f"preempted by Slurm ({noted}); the job step was stopped and the script ended{code}"
+    return replace(obs, state=State.PREEMPTED, reason=reason)
 
 
 def _exit_file_fallback(obs: Observation | None, job: TrackedJob) -> Observation | None:

@@ -25,7 +25,7 @@ SQUEUE_FORMAT = ",".join(f"{name}:|" for name in SQUEUE_FIELDS)
 SACCT_FIELDS = "JobID,JobIDRaw,State,ExitCode,Elapsed,NodeList,Reason,MaxRSS,TotalCPU"
 ACCOUNTING_DISABLED = "accounting storage is disabled"
 
-_SBATCH_ID = re.compile(r"^(?P<id>\d+)(?:;(?P<cluster>\S+))?$")
+_SBATCH_ID = re.compile(r"^(?P<id>\d+)(?:;(?P<cluster>[A-Za-z0-9_.-]+))?$", re.ASCII)
 _ARRAY_PENDING = re.compile(r"^\d+_\[")
 
 

@@ -162,6 +162,19 @@ jobkit_wait_step || jobkit_step_rc=$?
 echo "jobkit: job step ended with exit code $jobkit_step_rc"
 
 # ---- Requeue or finish ------------------------------------------------------------------------
+# Preemption with a GraceTime signals the job step only: here it looks like a failed step.
+# Slurm's record says whether it is preempting the job (PreemptTime); the note tells jobkit,
+# which then reports PREEMPTED whatever the exit code (docs/runs.md). One line per job and
+# requeue (the run folder is shared by a run's attempts).
+if (( jobkit_step_rc != 0 )); then
+  jobkit_preempt_time=$(timeout 30 scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null |
+    grep -o 'PreemptTime=[^ ]*' || true)
+  if [[ -n "$jobkit_preempt_time" && "$jobkit_preempt_time" != "PreemptTime=None" ]]; then
+    echo "jobkit: Slurm is preempting this job ($jobkit_preempt_time)" >&2
+    echo "$JOBKIT_JOB_ID ${SLURM_RESTART_COUNT:-0} $jobkit_preempt_time" \
+      >>"$JOBKIT_RUN_DIR/preempted" || true
+  fi
+fi
 # The program noted that its work is complete (the bundled trainer writes `finished` after its
 # final checkpoint): a signal that came as it ended (a time-limit warning) does not fail it.
 if (( jobkit_step_rc != 0 )) && [[ -e "$JOBKIT_RUN_DIR/finished" ]]; then
