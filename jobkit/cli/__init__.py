@@ -20,6 +20,7 @@ import click
 
 from jobkit import __version__
 from jobkit.core.errors import JobkitError
+from jobkit.core.private import use_private_umask
 
 VERBS = {
     "render": "jobkit.cli.render",
@@ -39,6 +40,11 @@ VERBS = {
     "run": "jobkit.cli.run",
 }
 """Verb -> module; each module defines a click command named like the verb."""
+
+READ_MOSTLY_VERBS = frozenset({"status", "logs", "why", "doctor", "report", "plot", "cancel"})
+"""Verbs that go on from a registry that cannot be written (its disk is full): they show
+what it last recorded, cancel still cancels, and one warning line says nothing was saved
+(registry/db.py read_only_fallback, docs/reliability.md)."""
 
 QUICK_EXIT_VERBS = frozenset({"render"})
 """Verbs that read files and print, and hold nothing that needs the interpreter's teardown:
@@ -113,7 +119,31 @@ def cli() -> None:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI with `argv` (default: sys.argv[1:]) and return the exit code."""
+    """Run the CLI with `argv` (default: sys.argv[1:]) and return the exit code.
+
+    Under umask 077 (core/private.py): what jobkit, its launchers and the scheduler's submit
+    command create is its owner's only, whatever the user's umask."""
+    user_umask = use_private_umask()
+    try:
+        return _run(argv)
+    finally:
+        os.umask(user_umask)
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    args = list(argv) if argv is not None else sys.argv[1:]
+    if _verb(args) not in READ_MOSTLY_VERBS:
+        return _run_verb(argv)
+    from jobkit.registry.db import read_only_fallback
+
+    with read_only_fallback() as notes:
+        code = _run_verb(argv)
+    for note in notes:
+        click.echo(f"jobkit: {note}", err=True)
+    return code
+
+
+def _run_verb(argv: Sequence[str] | None) -> int:
     try:
         result: Any = cli.main(
             args=list(argv) if argv is not None else None,

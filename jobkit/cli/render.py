@@ -17,7 +17,7 @@ from jobkit.core.errors import UsageError
 if TYPE_CHECKING:
     from jobkit.spec.schema import JobSpec
 
-SCRIPT_MODE = 0o755
+SCRIPT_MODE = 0o700  # the script holds env.vars: its owner's only
 SCRIPT_PLACEHOLDER = "SCRIPT"
 """Stands for the script's path in --show-command when it goes to stdout (no -o)."""
 
