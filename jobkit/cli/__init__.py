@@ -46,6 +46,10 @@ READ_MOSTLY_VERBS = frozenset({"status", "logs", "why", "doctor", "report", "plo
 what it last recorded, cancel still cancels, and one warning line says nothing was saved
 (registry/db.py read_only_fallback, docs/reliability.md)."""
 
+USER_UMASK_VERBS = frozenset({"shell"})
+"""Verbs that keep the user's umask: `jobkit shell` is the user's own interactive session
+(it writes no file of jobkit's; the job's environment travels in its environment)."""
+
 QUICK_EXIT_VERBS = frozenset({"render"})
 """Verbs that read files and print, and hold nothing that needs the interpreter's teardown:
 they skip it (about 20 ms with pydantic and jinja2 loaded) and the garbage collections
@@ -123,6 +127,9 @@ def run(argv: Sequence[str] | None = None) -> int:
 
     Under umask 077 (core/private.py): what jobkit, its launchers and the scheduler's submit
     command create is its owner's only, whatever the user's umask."""
+    args = list(argv) if argv is not None else sys.argv[1:]
+    if _verb(args) in USER_UMASK_VERBS:
+        return _run(argv)
     user_umask = use_private_umask()
     try:
         return _run(argv)

@@ -25,14 +25,12 @@ def use_private_umask() -> int:
 
 
 def make_dir(path: Path) -> None:
-    """Create `path` (and its missing parents) as 0700 folders; an existing one is tightened
-    when it is jobkit's own (see `tighten`)."""
+    """Create `path` and its missing parents as 0700 folders. A folder that exists keeps
+    its mode: it may be the user's own (a logs.dir in a shared project)."""
     missing = [folder for folder in (path, *path.parents) if not folder.exists()]
     path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
     for folder in missing:
         os.chmod(folder, DIR_MODE)  # mkdir's mode is cut by the umask; parents get 0777
-    if not missing:
-        tighten(path, DIR_MODE)
 
 
 def write_file(path: Path, text: str, mode: int = FILE_MODE) -> None:

@@ -206,7 +206,9 @@ class Database:
             if live:
                 self._conn.backup(memory)
             else:
-                with closing(sqlite3.connect(f"file:{self.path}?immutable=1", uri=True)) as source:
+                with closing(
+                    sqlite3.connect(f"{self.path.as_uri()}?immutable=1", uri=True)
+                ) as source:
                     source.backup(memory)
         except (sqlite3.Error, OSError):
             memory.close()

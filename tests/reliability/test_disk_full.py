@@ -216,3 +216,36 @@ def test_a_deleted_run_folder_reads_as_gone(tmp_path: Path, jobkit_home: Path) -
     found = _doctor(jobkit_home, work, jobkit_id)
     assert found["class"] == "run_folder_missing", found
     assert "logs.dir" in found["fix"]
+
+
+def test_a_registry_held_open_when_its_disk_fills(
+    tmpfs: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """Another jobkit holds the registry open (its -wal and -shm exist, reads still work)
+    when the disk fills: the first write fails (SQLITE_FULL) and status and cancel go on
+    from a copy taken through the open connection."""
+    from jobkit.registry.store import Store
+
+    home = tmpfs("4m") / "home"
+    work = tmp_path / "work"
+    work.mkdir()
+    running = _submit(home, work, "sleeper", ["sleep", "300"])
+    pid = int(_record(home, work, running)["extra"]["pid"])
+    holder = Store(home)
+    try:
+        assert (home / "jobkit.db-shm").exists()
+        _fill(home.parent)
+        warning = "cannot be written: no space left on its disk (SQLITE_FULL): showing what"
+        status = _jobkit(home, work, "status")
+        assert status.returncode == 0 and "RUNNING" in status.stdout, status.stderr
+        assert warning in status.stderr
+        cancel = _jobkit(home, work, "cancel", running)
+        assert cancel.returncode == 0 and warning in cancel.stderr, cancel.stderr
+        deadline = time.monotonic() + 30
+        while _alive(pid):
+            assert time.monotonic() < deadline, "the launcher still runs after cancel"
+            time.sleep(0.2)
+    finally:
+        holder.close()
+        if _alive(pid):
+            os.killpg(os.getpgid(pid), 9)
