@@ -49,7 +49,8 @@ def submit_command(spec: JobSpec, script_path: Path) -> list[str]:
     "-o",
     "--output",
     metavar="FILE",
-    help="Write the script to FILE (mode 0755, replaced atomically) instead of stdout.",
+    help="Write the script to FILE (mode 0700: it holds env.vars; replaced atomically)"
+    " instead of stdout.",
 )
 @click.option(
     "--show-command",
