@@ -128,32 +128,33 @@ def run(argv: Sequence[str] | None = None) -> int:
     Under umask 077 (core/private.py): what jobkit, its launchers and the scheduler's submit
     command create is its owner's only, whatever the user's umask."""
     args = list(argv) if argv is not None else sys.argv[1:]
-    if _verb(args) in USER_UMASK_VERBS:
-        return _run(argv)
+    verb = _verb(args)
+    if verb in USER_UMASK_VERBS:
+        return _run(args, verb)
     user_umask = use_private_umask()
     try:
-        return _run(argv)
+        return _run(args, verb)
     finally:
         os.umask(user_umask)
 
 
-def _run(argv: Sequence[str] | None) -> int:
-    args = list(argv) if argv is not None else sys.argv[1:]
-    if _verb(args) not in READ_MOSTLY_VERBS:
-        return _run_verb(argv)
+def _run(args: list[str], verb: str | None) -> int:
+    """The verb; a read-mostly one goes on from a registry it cannot write, and says so."""
+    if verb not in READ_MOSTLY_VERBS:
+        return _run_verb(args)
     from jobkit.registry.db import read_only_fallback
 
     with read_only_fallback() as notes:
-        code = _run_verb(argv)
+        code = _run_verb(args)
     for note in notes:
         click.echo(f"jobkit: {note}", err=True)
     return code
 
 
-def _run_verb(argv: Sequence[str] | None) -> int:
+def _run_verb(args: list[str]) -> int:
     try:
         result: Any = cli.main(
-            args=list(argv) if argv is not None else None,
+            args=args,
             prog_name="jobkit",
             standalone_mode=False,
         )
