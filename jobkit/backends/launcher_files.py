@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from jobkit.backends import processes, slots
 from jobkit.backends.base import Backend, Observation, SubmitRequest, TrackedJob
+from jobkit.core import private
 from jobkit.core.conventions import EXIT_CODE_FILE as EXIT_FILE
 from jobkit.core.conventions import REQUEUE_EXIT_CODE, log_stem, logs_folder
 from jobkit.core.errors import SchedulerError
@@ -44,8 +45,10 @@ _STOP_SIGNALS = {129: "SIGHUP", 130: "SIGINT", 143: "SIGTERM"}
 _DETACH = """
 import os, subprocess, sys
 out, err, *argv = sys.argv[1:]
+flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT  # 0600: the job's output is its owner's
 try:
-    with open(out, "ab") as out_file, open(err, "ab") as err_file:
+    with open(os.open(out, flags, 0o600), "ab") as out_file, \
+            open(os.open(err, flags, 0o600), "ab") as err_file:
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_file, stderr=err_file)
 except OSError as error:
     print(error, file=sys.stderr, flush=True)
@@ -105,8 +108,8 @@ def launch_detached(
     argv: list[str], *, cwd: Path, files: JobFiles, env: Mapping[str, str]
 ) -> Launched:
     """Start argv in a new session, stdin from /dev/null, output appended to the job files."""
-    files.out.parent.mkdir(parents=True, exist_ok=True)
-    files.err.parent.mkdir(parents=True, exist_ok=True)
+    private.make_dir(files.out.parent)
+    private.make_dir(files.err.parent)
     helper = [sys.executable, "-c", _DETACH, str(files.out), str(files.err), *argv]
     try:
         done = subprocess.run(
@@ -170,9 +173,14 @@ def adopted_extra(request: SubmitRequest) -> dict[str, str]:
 
 
 def mark_cancelled(job_dir: Path) -> None:
-    """Leave the `cancelled` file in jobkit's job folder (before any signal is sent)."""
-    job_dir.mkdir(parents=True, exist_ok=True)
-    (job_dir / CANCELLED_FILE).write_text("cancelled by jobkit\n")
+    """Leave the `cancelled` file in jobkit's job folder (before any signal is sent). A
+    file that cannot be written (JOBKIT_HOME's disk is full) does not stop the cancel: the
+    launcher, stopped by SIGTERM, still reads as CANCELLED from its exit code."""
+    try:
+        private.make_dir(job_dir)
+        private.write_file(job_dir / CANCELLED_FILE, "cancelled by jobkit\n")
+    except OSError:
+        pass
 
 
 def launcher_alive(job: TrackedJob) -> bool:
@@ -242,7 +250,7 @@ def _observe_state(job: TrackedJob) -> Observation:
             return Observation(
                 State.CANCELLED, "killed", "pidfile", reason="cancelled by jobkit (no exit code)"
             )
-        return Observation(State.FAILED, "vanished", "pidfile", reason="launcher vanished")
+        return Observation(State.FAILED, "vanished", "pidfile", reason=_vanished_why(job))
     raw = f"exit {code}"
     if code == 0:
         return Observation(State.SUCCEEDED, raw, "exit-file", exit_code=0)
@@ -266,6 +274,42 @@ def _observe_state(job: TrackedJob) -> Observation:
             " not requeue"
         )
     return Observation(State.FAILED, raw, "exit-file", exit_code=code, reason=reason)
+
+
+def _vanished_why(job: TrackedJob) -> str:
+    """Why a launcher left no exit code: its run folder is gone, the folder's file system is
+    full (the launcher could not write), or nothing here tells (it was killed)."""
+    run_dir = job.extra.get("run_dir")
+    if not run_dir:
+        return "launcher vanished"
+    folder = Path(run_dir)
+    place = next((p for p in (folder, *folder.parents) if p.is_dir()), None)
+    try:
+        full = place is not None and os.statvfs(place).f_bavail == 0
+    except OSError:
+        full = False
+    if full:
+        return (
+            f"launcher ended without an exit code: No space left on device in {place}"
+            " (its file system is full)"
+        )
+    if place != folder and _was_made(folder):
+        return (
+            f"run folder {folder} is gone (deleted, or its file system is not mounted here):"
+            " the job's exit code and logs went with it"
+        )
+    return "launcher vanished"
+
+
+def _was_made(run_dir: Path) -> bool:
+    """True when the launcher said it made `run_dir`: its first lines in the job's .out
+    (`jobkit: master ..., run folder DIR`). A folder never made is no folder gone."""
+    try:
+        with open(f"{run_dir}.out", "rb") as out:
+            head = out.read(1 << 16)
+    except OSError:
+        return False
+    return f", run folder {run_dir}\n".encode() in head
 
 
 def stop_launchers(jobs: Sequence[TrackedJob], grace_s: float) -> list[TrackedJob]:

@@ -20,6 +20,7 @@ import click
 
 from jobkit import __version__
 from jobkit.core.errors import JobkitError
+from jobkit.core.private import use_private_umask
 
 VERBS = {
     "render": "jobkit.cli.render",
@@ -39,6 +40,15 @@ VERBS = {
     "run": "jobkit.cli.run",
 }
 """Verb -> module; each module defines a click command named like the verb."""
+
+READ_MOSTLY_VERBS = frozenset({"status", "logs", "why", "doctor", "report", "plot", "cancel"})
+"""Verbs that go on from a registry that cannot be written (its disk is full): they show
+what it last recorded, cancel still cancels, and one warning line says nothing was saved
+(registry/db.py read_only_fallback, docs/reliability.md)."""
+
+USER_UMASK_VERBS = frozenset({"shell"})
+"""Verbs that keep the user's umask: `jobkit shell` is the user's own interactive session
+(it writes no file of jobkit's; the job's environment travels in its environment)."""
 
 QUICK_EXIT_VERBS = frozenset({"render"})
 """Verbs that read files and print, and hold nothing that needs the interpreter's teardown:
@@ -113,10 +123,38 @@ def cli() -> None:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI with `argv` (default: sys.argv[1:]) and return the exit code."""
+    """Run the CLI with `argv` (default: sys.argv[1:]) and return the exit code.
+
+    Under umask 077 (core/private.py): what jobkit, its launchers and the scheduler's submit
+    command create is its owner's only, whatever the user's umask."""
+    args = list(argv) if argv is not None else sys.argv[1:]
+    verb = _verb(args)
+    if verb in USER_UMASK_VERBS:
+        return _run(args, verb)
+    user_umask = use_private_umask()
+    try:
+        return _run(args, verb)
+    finally:
+        os.umask(user_umask)
+
+
+def _run(args: list[str], verb: str | None) -> int:
+    """The verb; a read-mostly one goes on from a registry it cannot write, and says so."""
+    if verb not in READ_MOSTLY_VERBS:
+        return _run_verb(args)
+    from jobkit.registry.db import read_only_fallback
+
+    with read_only_fallback() as notes:
+        code = _run_verb(args)
+    for note in notes:
+        click.echo(f"jobkit: {note}", err=True)
+    return code
+
+
+def _run_verb(args: list[str]) -> int:
     try:
         result: Any = cli.main(
-            args=list(argv) if argv is not None else None,
+            args=args,
             prog_name="jobkit",
             standalone_mode=False,
         )

@@ -17,7 +17,7 @@ from jobkit.core.errors import UsageError
 if TYPE_CHECKING:
     from jobkit.spec.schema import JobSpec
 
-SCRIPT_MODE = 0o755
+SCRIPT_MODE = 0o700  # the script holds env.vars: its owner's only
 SCRIPT_PLACEHOLDER = "SCRIPT"
 """Stands for the script's path in --show-command when it goes to stdout (no -o)."""
 
@@ -49,7 +49,8 @@ def submit_command(spec: JobSpec, script_path: Path) -> list[str]:
     "-o",
     "--output",
     metavar="FILE",
-    help="Write the script to FILE (mode 0755, replaced atomically) instead of stdout.",
+    help="Write the script to FILE (mode 0700: it holds env.vars; replaced atomically)"
+    " instead of stdout.",
 )
 @click.option(
     "--show-command",

@@ -207,9 +207,27 @@ CLASSES: tuple[FailureClass, ...] = (
         " container, bind the Slurm commands into it",
     ),
     FailureClass(
+        "run_folder_missing",
+        "the run folder is gone",
+        _p(r"^jobkit: run folder .* is gone"),
+        "The job's run folder (logs.dir/NAME-ID: node logs, exit code, checkpoints of the"
+        " bundled trainer) was deleted, or its file system is not mounted here: what the job"
+        " wrote there is lost, and its end cannot be read from it.",
+        "keep logs.dir on a file system nothing cleans or unmounts (not a node's /tmp); submit"
+        " again (the checkpoints under the run folder went with it)",
+    ),
+    FailureClass(
         "disk_full",
         "disk full or quota exceeded",
-        _p(r"No space left on device", r"\bENOSPC\b", r"Disk quota exceeded", r"\bEDQUOT\b"),
+        _p(
+            r"No space left on device",
+            r"\bENOSPC\b",
+            r"Disk quota exceeded",
+            r"\bEDQUOT\b",
+            # torch.save on a full disk: the zip writer's own words, without errno.
+            r"PytorchStreamWriter failed writing file",
+            r"unexpected pos \d+ vs \d+",
+        ),
         "A write failed because the file system (or your quota) is full: checkpoints, logs or"
         " a cache.",
         "free space, or write elsewhere: logs.dir, checkpoint.dir (run.train.overrides),"

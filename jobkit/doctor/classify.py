@@ -295,8 +295,11 @@ def diagnose_record(record: JobRecord, *, outcome: str | None = None) -> Diagnos
     """Scan the job's files and diagnose it (the year of its submission dates glog lines)."""
     import time
 
-    from jobkit.doctor.scan import scan_job
+    from jobkit.doctor.scan import file_system_notes, scan_job
 
     year = time.localtime(record.submitted_at or record.created_at).tm_year
     scan = scan_job(record.log_paths, record.spec, record.extra, year=year)
+    notes = file_system_notes(record.log_paths, record.reason)
+    if notes is not None:
+        scan.files.insert(0, notes)
     return diagnose(record, scan, outcome=outcome)

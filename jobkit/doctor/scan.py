@@ -15,6 +15,7 @@ host's name from `jobkit: host N (NAME) of M` in node-N.out or the job's host li
 from __future__ import annotations
 
 import glob
+import os
 import re
 import time
 from collections.abc import Iterator, Mapping
@@ -295,6 +296,31 @@ def scan_job(
             scan.failure_note = log.lines[0]
             scan.files.append(log)
     return scan
+
+
+def file_system_notes(log_paths: Mapping[str, str], reason: str | None) -> LogFile | None:
+    """What the job's files say by their absence: a run folder that is gone while its .out
+    is still there (or as the job's recorded reason says), a file system with no space
+    left. As lines the failure classes match (disk_full, run_folder_missing)."""
+    run_dir = log_paths.get("run_dir")
+    if not run_dir or "{task}" in run_dir:
+        return None
+    folder = Path(run_dir)
+    texts = [f"jobkit: {reason}"] if reason and "run folder" in reason else []
+    out = log_paths.get("out")
+    if not texts and not folder.exists() and out and "{task}" not in out and Path(out).exists():
+        texts.append(f"jobkit: run folder {folder} is gone")
+    for place in (folder, folder.parent):
+        try:
+            if place.exists() and os.statvfs(place).f_bavail == 0:
+                texts.append(f"jobkit: {place}: No space left on device (its file system is full)")
+                break
+        except OSError:
+            continue
+    if not texts:
+        return None
+    lines = [Line(folder, 0, text, None, None, None) for text in texts]
+    return LogFile(folder, lines)
 
 
 def _note_hosts(scan: Scan, line: Line, node: int | None) -> None:

@@ -24,6 +24,7 @@ from typing import IO, TYPE_CHECKING, BinaryIO
 from jobkit.backends import launcher_files, processes
 from jobkit.backends.base import Allocation
 from jobkit.backends.here import NAME
+from jobkit.core import private
 from jobkit.core.conventions import EXIT_CODE_FILE
 from jobkit.core.errors import JobkitError
 from jobkit.core.run_files import read_exit_file
@@ -70,7 +71,7 @@ def run_here(
         script_path = _write_script(record.job_dir, script)
         argv = ["bash", str(script_path)]
         for folder in (files.out.parent, files.run_dir):
-            folder.mkdir(parents=True, exist_ok=True)
+            private.make_dir(folder)
         # A previous run in this allocation shares the run folder: its exit code is not ours.
         (files.run_dir / EXIT_CODE_FILE).unlink(missing_ok=True)
         env = {**allocation.environ, "JOBKIT_ID": record.jobkit_id}
@@ -117,10 +118,9 @@ def run_here(
 
 
 def _write_script(job_dir: Path, script: str) -> Path:
-    job_dir.mkdir(parents=True, exist_ok=True)
+    private.make_dir(job_dir)
     path = job_dir / SCRIPT_NAME
-    path.write_text(script, encoding="utf-8")
-    path.chmod(SCRIPT_MODE)
+    private.write_file(path, script, SCRIPT_MODE)
     return path
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobkit.backends.base import Backend, SubmitRequest, Submitted
 from jobkit.backends.registry import BackendUnavailable, get_backend
+from jobkit.core import private
 from jobkit.core.errors import JobkitError, SchedulerError
 from jobkit.core.lifecycle import StateSource
 from jobkit.manager.badnodes import leave_out_bad_nodes
@@ -31,10 +32,10 @@ if TYPE_CHECKING:
     from jobkit.spec.schema import JobSpec
 
 SCRIPT_NAME = "job.sh"
-SCRIPT_MODE = 0o755
 SUBMIT_STARTED = "submit-started"
 """Left in the job folder just before the submit command runs: without it, a lost
 submission certainly never reached the scheduler (`_give_up`)."""
+SCRIPT_MODE = private.SCRIPT_MODE
 ORPHAN_AGE_S = 150.0
 """A SUBMITTING row from another host (or without a submitter) is looked for after this."""
 LOST_AFTER_S = 300.0
@@ -245,12 +246,11 @@ class SubmissionUnknown(JobkitError):
 def _prepare(record: JobRecord, plan: Plan) -> SubmitRequest:
     """Write the script into the job folder and create logs.dir; the backend's request."""
     script_path = record.job_dir / SCRIPT_NAME
-    record.job_dir.mkdir(parents=True, exist_ok=True)
-    script_path.write_text(plan.script, encoding="utf-8")
-    script_path.chmod(SCRIPT_MODE)
+    private.make_dir(record.job_dir)
+    private.write_file(script_path, plan.script, SCRIPT_MODE)
     logs_dir = plan.workdir / plan.spec.logs.dir
     try:
-        logs_dir.mkdir(parents=True, exist_ok=True)
+        private.make_dir(logs_dir)
     except OSError as err:
         raise JobkitError(f"cannot create logs.dir {logs_dir}: {err.strerror or err}") from None
     return _request(

@@ -6,15 +6,18 @@ and a retry with backoff on "database is locked", so many shells can use it at o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import closing
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
 
+from jobkit.core import private
 from jobkit.core.errors import JobkitError
 from jobkit.registry.rows import MIGRATIONS, SCHEMA_VERSION
 
@@ -28,6 +31,61 @@ class RegistryError(JobkitError):
     """The registry file cannot be opened or is from a newer jobkit."""
 
 
+class RegistryCorrupt(RegistryError):
+    """The registry file is damaged: what to do, never what it holds (it may hold secrets)."""
+
+
+class RegistryReadOnly(RegistryError):
+    """The registry can be read but not written (its disk is full, read-only or failing):
+    read-only verbs go on with what it last recorded (docs/reliability.md)."""
+
+
+_CORRUPT_NAMES = {
+    "SQLITE_NOTADB": "file is not a database",
+    "SQLITE_CORRUPT": "database disk image is malformed",
+}
+_WRITE_NAMES = {
+    "SQLITE_FULL": "no space left on its disk",
+    "SQLITE_IOERR": "disk I/O error",
+    "SQLITE_READONLY": "it is read-only",
+    "SQLITE_CANTOPEN": "a file beside it cannot be created",
+}
+
+
+def registry_failure(path: Path, err: BaseException) -> RegistryError:
+    """One line for an SQLite error on the registry `path`: what is wrong and what to do.
+
+    Only SQLite's error name is used, never its message: a message can quote a damaged row
+    ("Could not decode to UTF-8 column 'script' with text ..."), which may hold a secret.
+    """
+    name = getattr(err, "sqlite_errorname", "") or ""
+    base = "_".join(name.split("_")[:2])  # SQLITE_IOERR_SHMSIZE: SQLITE_IOERR
+    if isinstance(err, UnicodeDecodeError) or str(err).startswith("Could not decode"):
+        return corrupt(path, "text that is not UTF-8")
+    if base in _CORRUPT_NAMES:
+        return corrupt(path, _CORRUPT_NAMES[base])
+    if base in _WRITE_NAMES:
+        why = "no space left on its disk" if _disk_full(path.parent) else _WRITE_NAMES[base]
+        return RegistryReadOnly(f"the job registry {path} cannot be written: {why} ({name})")
+    return RegistryError(f"the job registry {path}: SQLite error {name or type(err).__name__}")
+
+
+def _disk_full(folder: Path) -> bool:
+    try:
+        return os.statvfs(folder).f_bavail == 0
+    except OSError:
+        return False
+
+
+def corrupt(path: Path, what: str) -> RegistryCorrupt:
+    """The registry at `path` is damaged (`what`): move it aside, say what is lost."""
+    return RegistryCorrupt(
+        f"the job registry {path} is corrupt ({what}): move it aside with its -wal and -shm"
+        f" files (mv {path} {path}.corrupt) and jobkit starts an empty one; jobkit keeps no"
+        f" other copy of its records (each job's script stays in {path.parent / 'jobs'})"
+    )
+
+
 def jobkit_home(environ: Mapping[str, str] | None = None) -> Path:
     """The folder for the registry and job folders: $JOBKIT_HOME, else the XDG state dir."""
     env = os.environ if environ is None else environ
@@ -36,6 +94,68 @@ def jobkit_home(environ: Mapping[str, str] | None = None) -> Path:
     if env.get("XDG_STATE_HOME"):
         return Path(env["XDG_STATE_HOME"]).expanduser() / "jobkit"
     return Path.home() / ".local" / "state" / "jobkit"
+
+
+_FALLBACK: ContextVar[list[str] | None] = ContextVar("jobkit_registry_fallback", default=None)
+
+
+@contextmanager
+def read_only_fallback() -> Iterator[list[str]]:
+    """Within: a registry that cannot be written (full disk, read-only or failing file
+    system) is used as an in-memory copy instead of failing, so that status, logs, why,
+    doctor, report and cancel still work. The yielded list gets one warning line per such
+    registry. A new job is never recorded there (Store.create_intent refuses)."""
+    notes: list[str] = []
+    token = _FALLBACK.set(notes)
+    try:
+        yield notes
+    finally:
+        _FALLBACK.reset(token)
+
+
+def _has_wal(path: Path) -> bool:
+    try:
+        return path.with_name(path.name + "-wal").stat().st_size > 0
+    except OSError:
+        return False
+
+
+def _make_private(home: Path, path: Path) -> None:
+    """The registry folder 0700 when jobkit creates it; the database 0600 before SQLite
+    opens it (its -wal and -shm files take the database's mode); those of an older jobkit
+    tightened."""
+    if not home.exists():
+        private.make_dir(home)
+    _refuse_lost_records(path)
+    private.create_empty(path)
+    for suffix in ("-wal", "-shm"):
+        private.tighten(path.with_name(path.name + suffix), private.FILE_MODE)
+
+
+def _refuse_lost_records(path: Path) -> None:
+    """A registry file that is missing or empty (0 bytes) while `jobs/` holds job folders
+    lost its records (a crash on a full disk, a truncation): refused, not read as empty. A
+    new registry is never empty once it holds a job (SQLite writes its header first)."""
+    try:
+        if path.stat().st_size > 0:
+            return
+        state = "empty (0 bytes)"
+    except FileNotFoundError:
+        state = "missing"
+    except OSError:
+        return  # opening it says what is wrong
+    jobs = path.parent / "jobs"
+    try:
+        with os.scandir(jobs) as entries:
+            if not any(entry.is_dir() for entry in entries):
+                return
+    except OSError:
+        return
+    raise RegistryCorrupt(
+        f"the job registry {path} is {state} but {jobs} holds job folders: its records are"
+        f" lost; restore it from a backup, or move {jobs} aside to start afresh (jobkit"
+        " keeps no other copy of its records)"
+    )
 
 
 def _is_lock_error(err: sqlite3.OperationalError) -> bool:
@@ -51,14 +171,58 @@ class Database:
         self.path = self.home / "jobkit.db"
         self.jobs_dir = self.home / "jobs"
         try:
-            self.jobs_dir.mkdir(parents=True, exist_ok=True)
+            _make_private(self.home, self.path)
+            self.jobs_dir.mkdir(mode=private.DIR_MODE, exist_ok=True)
+            private.tighten(self.jobs_dir, private.DIR_MODE)
             self._conn = sqlite3.connect(
                 str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
             )
-        except (OSError, sqlite3.Error) as err:
-            raise RegistryError(f"cannot open the job registry {self.path}: {err}") from None
+        except OSError as err:
+            raise RegistryError(
+                f"cannot open the job registry {self.path}: {err.strerror or err}"
+            ) from None
+        except sqlite3.Error as err:
+            raise registry_failure(self.path, err) from None
         self._conn.row_factory = sqlite3.Row
-        self._retry(self._setup)
+        self.degraded = False
+        """True once the registry could not be written and this connection holds a copy in
+        memory (see `read_only_fallback`): nothing written through it is saved."""
+        try:
+            self._retry(self._setup)
+        except RegistryReadOnly as err:
+            self._degrade(err, live=False)
+
+    def _degrade(self, err: RegistryReadOnly, *, live: bool) -> None:
+        """Go on with an in-memory copy of the registry, when the verb allows it; else raise.
+
+        live: copy through the open connection (it can still read, the WAL included);
+        otherwise from the file as it is (`immutable`: no -shm needed, a -wal ignored).
+        """
+        notes = _FALLBACK.get()
+        if notes is None or self.degraded:
+            raise err
+        memory = sqlite3.connect(":memory:", isolation_level=None)
+        try:
+            if live:
+                self._conn.backup(memory)
+            else:
+                with closing(
+                    sqlite3.connect(f"{self.path.as_uri()}?immutable=1", uri=True)
+                ) as source:
+                    source.backup(memory)
+        except (sqlite3.Error, OSError):
+            memory.close()
+            raise err from None
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.close()
+        self._conn = memory
+        self._conn.row_factory = sqlite3.Row
+        self.degraded = True
+        unsaved = "" if live or not _has_wal(self.path) else " (changes in its -wal not shown)"
+        notes.append(
+            f"warning: {err.show()}: showing what it last recorded{unsaved}; what this"
+            " command learnt or did is not saved in it"
+        )
 
     def close(self) -> None:
         """Close the database connection."""
@@ -71,10 +235,14 @@ class Database:
             try:
                 return fn()
             except sqlite3.OperationalError as err:
-                if not _is_lock_error(err) or attempt == LOCK_RETRIES:
+                if not _is_lock_error(err):
+                    raise registry_failure(self.path, err) from None
+                if attempt == LOCK_RETRIES:
                     raise RegistryError(f"job registry {self.path}: {err}") from None
                 time.sleep(delay + secrets.randbelow(50) / 1000)
                 delay = min(delay * 2, 2.0)
+            except (sqlite3.DatabaseError, UnicodeDecodeError) as err:
+                raise registry_failure(self.path, err) from None
         raise AssertionError("unreachable")
 
     def _write(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
@@ -85,12 +253,18 @@ class Database:
             try:
                 result = fn(self._conn)
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                # SQLite may have rolled back already (a full disk): the first error counts.
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
             return result
 
-        return self._retry(attempt)
+        try:
+            return self._retry(attempt)
+        except RegistryReadOnly as err:
+            self._degrade(err, live=True)  # raises unless the verb reads mostly
+            return self._retry(attempt)
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         def attempt() -> list[sqlite3.Row]:

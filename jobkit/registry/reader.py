@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobkit.core.lifecycle import FINAL_STATES, SUBMITTING, State, source_of
-from jobkit.registry.db import Database, RegistryError
+from jobkit.registry.db import Database, RegistryError, corrupt
 from jobkit.registry.record import JobRecord, StateChange
 from jobkit.registry.rows import SELECT_RECORDS, record_from_row
 
@@ -21,7 +21,11 @@ class RegistryReader(Database):
 
     def _records(self, where: str = "", params: Sequence[Any] = ()) -> list[JobRecord]:
         """Records of `SELECT_RECORDS` + where (WHERE / ORDER BY / LIMIT clauses)."""
-        return [record_from_row(row) for row in self._read(f"{SELECT_RECORDS} {where}", params)]
+        rows = self._read(f"{SELECT_RECORDS} {where}", params)
+        try:
+            return [record_from_row(row) for row in rows]
+        except (ValueError, TypeError, KeyError) as err:  # a damaged value: never shown
+            raise corrupt(self.path, f"a job's row cannot be read: {type(err).__name__}") from None
 
     def get(self, jobkit_id: str) -> JobRecord:
         """The job with this exact jobkit id; RegistryError if none."""

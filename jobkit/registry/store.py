@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from jobkit.backends.base import Observation
-from jobkit.core import lifecycle
+from jobkit.core import lifecycle, private
 from jobkit.core.lifecycle import (
     CANCEL_GRACE_S,
     EXIT_CODE_GRACE_S,
@@ -29,7 +29,13 @@ from jobkit.core.lifecycle import (
     State,
     StateSource,
 )
-from jobkit.registry.db import BUSY_TIMEOUT_MS, LOCK_RETRIES, RegistryError, jobkit_home
+from jobkit.registry.db import (
+    BUSY_TIMEOUT_MS,
+    LOCK_RETRIES,
+    RegistryError,
+    RegistryReadOnly,
+    jobkit_home,
+)
 from jobkit.registry.reader import ID_PREFIX, BadNode, RegistryReader, scheduler_base_id
 from jobkit.registry.record import JobRecord, StateChange, new_record
 from jobkit.registry.rows import SCHEMA_VERSION, encode, insert_job, update_sql
@@ -134,6 +140,10 @@ class Store(RegistryReader):
         `<home>/jobs/<jobkit_id>/`; a sweep's tasks share `<home>/jobs/<sweep_id>/`) is
         created too.
         """
+        if self.degraded:  # a job submitted now would be tracked nowhere
+            raise RegistryReadOnly(
+                f"the job registry {self.path} cannot be written: no new job is submitted"
+            )
         at = time.time() if now is None else now
         source = StateSource.JOBKIT
 
@@ -163,7 +173,7 @@ class Store(RegistryReader):
             return jobkit_id
 
         jobkit_id = self._write(insert)
-        (job_dir or self.jobs_dir / jobkit_id).mkdir(parents=True, exist_ok=True)
+        private.make_dir(job_dir or self.jobs_dir / jobkit_id)
         return self.get(jobkit_id)
 
     def new_id(self) -> str:

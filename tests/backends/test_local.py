@@ -103,8 +103,9 @@ def test_a_recycled_pid_is_not_taken_for_the_launcher(tmp_path: Path) -> None:
             "pid": str(stranger.pid),
             "pgid": str(stranger.pid),
             "start_time": str(int(real_start) - 100),  # what the launcher's start time was
-            "run_dir": str(tmp_path / "no-run-dir"),
+            "run_dir": str(tmp_path / "empty-run-dir"),
         }
+        (tmp_path / "empty-run-dir").mkdir()  # there, without an exit code
         job = tracked(request, request.jobkit_id, extra)
         obs = backend.poll([job])[request.jobkit_id]
         assert (obs.state, obs.reason) == (State.FAILED, "launcher vanished")

@@ -81,7 +81,7 @@ def test_render_output_file(cli: CliRunner, in_tmp: Path) -> None:
     assert (result.code, result.out, result.err) == (0, "", "")
     script = in_tmp / "job.sh"
     assert script.read_text(encoding="utf-8") == printed
-    assert stat.S_IMODE(script.stat().st_mode) == 0o755
+    assert stat.S_IMODE(script.stat().st_mode) == 0o700  # it holds env.vars: its owner's only
     assert sorted(path.name for path in in_tmp.iterdir()) == ["job.sh", "job.yaml"]
 
 

@@ -110,12 +110,21 @@ export JOBKIT_NPROC_PER_NODE=2
 
 # ---- Reaching a host --------------------------------------------------------------------------
 # jobkit_run_on_node I CODE: run bash CODE on host I; host 0 is this one.
+# jobkit_node_code_file I CODE: CODE in $JOBKIT_RUN_DIR/node-I.sh (shared with the hosts),
+# readable by its owner only; prints its path.
+jobkit_node_code_file() {
+  local file="$JOBKIT_RUN_DIR/node-$1.sh"
+  (umask 077 && printf '%s\n' "$2" >"$file")
+  echo "$file"
+}
 jobkit_run_on_node() {
   if (( $1 == 0 )); then
-    bash -c "$2"
+    # On standard input: the code holds env.vars, and command lines are public.
+    bash -s <<<"$2"
   else
     # pbsdsh starts the code through PBS on that host (it reaches no shell there).
-    pbsdsh -n "${jobkit_host_index[$1]}" -- bash -c "$2"
+    # The code (it holds env.vars) goes through a private file, never on a command line.
+    pbsdsh -n "${jobkit_host_index[$1]}" -- bash "$(jobkit_node_code_file "$1" "$2")"
   fi
 }
 
@@ -168,6 +177,8 @@ jobkit_node() {
 # variables with it (declare -p quotes them for bash).
 jobkit_node_script() {
   echo "set -euo pipefail"
+  # This shell's umask (jobkit's 077: what the job writes is its owner's) on every host.
+  echo "umask $(umask)"
   declare -p JOBKIT_JOB_ID JOBKIT_RUN_DIR JOBKIT_WORKDIR MASTER_ADDR MASTER_PORT \
     JOBKIT_NNODES JOBKIT_NPROC_PER_NODE JOBKIT_TASK_ID
   declare -f jobkit_pgid_file jobkit_node

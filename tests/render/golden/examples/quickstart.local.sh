@@ -95,9 +95,10 @@ export JOBKIT_NNODES=1
 export JOBKIT_NPROC_PER_NODE=2
 
 # ---- Reaching a host --------------------------------------------------------------------------
-# jobkit_run_on_node I CODE: the local backend has one host, this machine.
+# jobkit_run_on_node I CODE: the local backend has one host, this machine. The code (which
+# holds env.vars) goes on bash's standard input, never on a command line other users can read.
 jobkit_run_on_node() {
-  bash -c "$2"
+  bash -s <<<"$2"
 }
 
 # ---- The program on one host ------------------------------------------------------------------
@@ -149,6 +150,8 @@ jobkit_node() {
 # variables with it (declare -p quotes them for bash).
 jobkit_node_script() {
   echo "set -euo pipefail"
+  # This shell's umask (jobkit's 077: what the job writes is its owner's) on every host.
+  echo "umask $(umask)"
   declare -p JOBKIT_JOB_ID JOBKIT_RUN_DIR JOBKIT_WORKDIR MASTER_ADDR MASTER_PORT \
     JOBKIT_NNODES JOBKIT_NPROC_PER_NODE JOBKIT_TASK_ID
   declare -f jobkit_pgid_file jobkit_node

@@ -117,7 +117,8 @@ export JOBKIT_NPROC_PER_NODE=1
 # jobkit_run_on_node I CODE: run bash CODE on host I; host 0 is this one.
 jobkit_run_on_node() {
   if (( $1 == 0 )); then
-    bash -c "$2"
+    # On standard input: the code holds env.vars, and command lines are public.
+    bash -s <<<"$2"
   else
     # qrsh -inherit starts the code through Grid Engine on that host (tight integration: it is
     # accounted to and stopped with this job); the code travels on its standard input.
@@ -172,6 +173,8 @@ jobkit_node() {
 # variables with it (declare -p quotes them for bash).
 jobkit_node_script() {
   echo "set -euo pipefail"
+  # This shell's umask (jobkit's 077: what the job writes is its owner's) on every host.
+  echo "umask $(umask)"
   declare -p JOBKIT_JOB_ID JOBKIT_RUN_DIR JOBKIT_WORKDIR MASTER_ADDR MASTER_PORT \
     JOBKIT_NNODES JOBKIT_NPROC_PER_NODE JOBKIT_TASK_ID
   declare -f jobkit_pgid_file jobkit_node

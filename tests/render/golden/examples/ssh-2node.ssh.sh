@@ -149,6 +149,8 @@ jobkit_node() {
 # variables with it (declare -p quotes them for bash).
 jobkit_node_script() {
   echo "set -euo pipefail"
+  # This shell's umask (jobkit's 077: what the job writes is its owner's) on every host.
+  echo "umask $(umask)"
   declare -p JOBKIT_JOB_ID JOBKIT_RUN_DIR JOBKIT_WORKDIR MASTER_ADDR MASTER_PORT \
     JOBKIT_NNODES JOBKIT_NPROC_PER_NODE JOBKIT_TASK_ID
   declare -f jobkit_pgid_file jobkit_node

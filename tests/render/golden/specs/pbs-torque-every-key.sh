@@ -120,7 +120,8 @@ export JOBKIT_NPROC_PER_NODE=2
 jobkit_ssh=(ssh -o BatchMode=yes -o ServerAliveInterval=30 -p 2222 -i "$HOME"/.ssh/id_cluster -l trainer -o StrictHostKeyChecking=accept-new)
 jobkit_run_on_node() {
   if (( $1 == 0 )); then
-    bash -c "$2"
+    # On standard input: the code holds env.vars, and command lines are public.
+    bash -s <<<"$2"
   else
     # The code travels on ssh's standard input: the remote login shell parses only `bash -s`.
     "${jobkit_ssh[@]}" -- "${jobkit_hosts[$1]}" bash -s <<<"$2"
@@ -191,6 +192,8 @@ jobkit_node() {
 # variables with it (declare -p quotes them for bash).
 jobkit_node_script() {
   echo "set -euo pipefail"
+  # This shell's umask (jobkit's 077: what the job writes is its owner's) on every host.
+  echo "umask $(umask)"
   declare -p JOBKIT_JOB_ID JOBKIT_RUN_DIR JOBKIT_WORKDIR MASTER_ADDR MASTER_PORT \
     JOBKIT_NNODES JOBKIT_NPROC_PER_NODE JOBKIT_TASK_ID
   declare -f jobkit_pgid_file jobkit_node
