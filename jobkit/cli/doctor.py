@@ -67,5 +67,4 @@ def _add_hang_section(diagnosis: object, record: object, now: float) -> None:
     assert isinstance(diagnosis, Diagnosis) and isinstance(record, JobRecord)
     report = hang_section(record, now, collect_stacks=True)
     if report is not None:
-        diagnosis.hang = report.to_dict()
-        diagnosis.hang_lines = report.lines()
+        diagnosis.add_hang(report)

@@ -57,6 +57,31 @@ def test_the_trainer_writes_an_atomic_rate_limited_heartbeat(tmp_path: Path) -> 
     assert [p.name for p in path.parent.iterdir()] == ["rank-3.json"]  # no temp file left
 
 
+def test_fast_steps_then_a_hang_show_the_step_reached_and_its_age(tmp_path: Path) -> None:
+    """The user's words: "last noted step 0 for both ranks while the log shows step 10/400".
+    Ten fast steps (well within the once-a-second write limit), then the rank hangs: the
+    file must say step 10, dated when step 10 was reached, not the first beat's step 0."""
+    heart = Heartbeat(tmp_path, 0, {}, every_s=0.3)
+    heart.start_training(0, 400)
+    for step in range(1, 11):
+        heart.tick(step)
+    reached = time.time()
+    path = tmp_path / HEARTBEAT_DIR / "rank-0.json"
+    deadline = time.monotonic() + 10
+    while json.loads(path.read_text())["step"] != 10:  # the flusher writes within ~2 intervals
+        assert time.monotonic() < deadline, path.read_text()
+        time.sleep(0.05)
+    written = json.loads(path.read_text())
+    assert abs(written["time"] - reached) < 0.25, (written["time"], reached)
+    assert (written["total"], written["first_step"]) == (400, 0)
+    found = progress_of(read_beats(tmp_path), reached + 30, 20)
+    assert found is not None and found.stalled and found.last_step == 10
+    assert found.label() == "STALLED 30s"
+    time.sleep(0.7)  # no newer step: the flusher leaves the file alone
+    assert json.loads(path.read_text()) == written
+    heart.write(10, DONE)
+
+
 def test_an_unwritable_run_folder_warns_once_and_never_raises(tmp_path: Path) -> None:
     (tmp_path / HEARTBEAT_DIR).write_text("a file where the folder should be")
     warnings: list[str] = []
