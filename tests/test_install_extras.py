@@ -6,8 +6,9 @@ installs the wheel as a user does) use the same extra."""
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 REPO = Path(__file__).resolve().parent.parent
 

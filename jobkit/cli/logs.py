@@ -119,14 +119,12 @@ def logs(
 
 
 def _resolve(store: Store, job_id: str | None) -> tuple[JobRecord, str | None]:
-    from jobkit.registry.ids import UnknownJobError, resolve_job_task
+    """The job named; `--last` is the last submission: after a sweep, the sweep, refused
+    with its tasks listed (one task's output at a time, docs/logs.md)."""
+    from jobkit.registry.ids import resolve_job_task, with_last
 
-    if job_id is None:
-        newest = store.newest()
-        if newest is None:
-            raise UnknownJobError("--last: no tracked jobs yet")
-        return newest, None
-    return resolve_job_task(store, job_id)
+    (text,) = with_last(store, [job_id] if job_id else [], job_id is None)
+    return resolve_job_task(store, text)
 
 
 def _write(lines: Iterable[LogLine]) -> None:

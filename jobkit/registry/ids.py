@@ -111,3 +111,15 @@ def _task_of(record: JobRecord, text: str) -> str | None:
         task = head[head.index("[") + 1 : -1]
         return task if task.isdigit() else None
     return None
+
+
+def with_last(store: Store, texts: Sequence[str], last: bool) -> list[str]:
+    """The ids typed, `--last` first as the last submission: the newest job's id, or its
+    sweep's id when it is a task of one (a 1,000-task sweep is one submission, so `cancel
+    --last` cancels all of it and `report --last` compares its tasks)."""
+    if not last:
+        return list(texts)
+    newest = store.newest()
+    if newest is None:
+        raise UnknownJobError("--last: no tracked jobs yet")
+    return [newest.sweep_id or newest.jobkit_id, *texts]

@@ -146,8 +146,8 @@ def test_a_local_job_stuck_in_a_collective(
         answer = json.loads(jobkit.run("doctor", "--json", job, timeout=180).stdout)
         assert (answer["class"], answer["rank"], answer["node"]) == ("stalled", 1, 0), answer
         assert answer["summary"].startswith("no rank advanced for "), answer
-        assert f"(last step {HANG_STEP - 1}); rank 1 in sleep_before_all_reduce" in (
-            answer["summary"]
+        assert (
+            f"(last step {HANG_STEP - 1}); rank 1 in sleep_before_all_reduce" in (answer["summary"])
         ), answer
         assert answer["one_line"].startswith("the job is stalled on rank 1 ("), answer
     finally:
