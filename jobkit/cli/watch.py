@@ -102,6 +102,7 @@ def watch(ids: tuple[str, ...], interval: float, as_json: bool) -> int:
     refused) is resubmitted as its next attempt, up to scheduler.max_attempts
     (docs/runs.md). Each state change is one line on stderr.
     """
+    from jobkit.cli.progress import ProgressLine
     from jobkit.manager.attempts import has_ended
     from jobkit.manager.refresh import refresh
 
@@ -114,6 +115,7 @@ def watch(ids: tuple[str, ...], interval: float, as_json: bool) -> int:
             click.echo("jobkit: no unfinished run to watch", err=True)
             return 0
         seen: dict[str, tuple[str, str | None]] = {}
+        progress = None if as_json else ProgressLine()
         while True:
             before = _latest(store, runs)
             result = refresh(store, before)
@@ -129,7 +131,13 @@ def watch(ids: tuple[str, ...], interval: float, as_json: bool) -> int:
                     if as_json:
                         click.echo(json.dumps({"event": "state", **record.to_dict()}))
                     else:
+                        if progress is not None:
+                            progress.clear()
                         click.echo(_event(record), err=True)
             if all(has_ended(r) for r in latest):
+                if progress is not None:
+                    progress.clear()
                 return code
+            if progress is not None:
+                progress.update(latest)  # the running ones' step and ETA (cli/progress.py)
             time.sleep(interval)
