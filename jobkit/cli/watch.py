@@ -60,11 +60,14 @@ def _latest(store: Store, run_keys: Sequence[str]) -> list[JobRecord]:
 
 
 def _followed(store: Store, ids: Sequence[str]) -> list[str]:
-    """The runs to follow: of the given jobs, or of every unfinished tracked job."""
+    """The runs to follow: of the given jobs (a sweep's id: its tasks), or of every
+    unfinished tracked job."""
+    from jobkit.cli.sweepview import named_jobs
     from jobkit.manager.attempts import has_ended
-    from jobkit.registry.ids import resolve_jobs
 
-    records = resolve_jobs(store, ids) if ids else store.list_jobs(recent_final_s=FOLLOW_RECENT_S)
+    records = (
+        named_jobs(store, ids, False) if ids else store.list_jobs(recent_final_s=FOLLOW_RECENT_S)
+    )
     keys = list(dict.fromkeys(r.run_key for r in records))
     if ids:
         return keys

@@ -34,6 +34,7 @@ def why(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
     (each of its tasks; --last: the last submission, a whole sweep too). A job that is not
     waiting is said to be so, with its timeline. See docs/why.md.
     """
+    from jobkit.cli.sweepview import named_jobs
     from jobkit.cli.whyview import JobWhy, render_why, why_dict
 
     if not ids and not last:
@@ -48,23 +49,6 @@ def why(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
         now = time.time()
         click.echo("\n\n".join(render_why(job, now) for job in jobs))
     return EXIT_STALE if failed else 0
-
-
-def named_jobs(store: Store, ids: Sequence[str], last: bool) -> list[JobRecord]:
-    """The jobs named, in order, once each: a sweep's id (or --last after a sweep) stands for
-    its tasks' newest attempts."""
-    from jobkit.cli.sweepview import named_sweeps, newest_attempts
-    from jobkit.registry.ids import resolve_jobs, with_last
-
-    texts = with_last(store, ids, last)
-    sweeps, _ = named_sweeps(store, texts)
-    records: list[JobRecord] = []
-    for text in texts:
-        found = newest_attempts(sweeps[text.strip()]) if text.strip() in sweeps else None
-        for record in found if found is not None else resolve_jobs(store, [text]):
-            if all(r.jobkit_id != record.jobkit_id for r in records):
-                records.append(record)
-    return records
 
 
 def explain(records: Sequence[JobRecord]) -> tuple[dict[str, WaitInfo], bool]:
