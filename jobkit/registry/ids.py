@@ -115,11 +115,13 @@ def _task_of(record: JobRecord, text: str) -> str | None:
 
 def with_last(store: Store, texts: Sequence[str], last: bool) -> list[str]:
     """The ids typed, `--last` first as the last submission: the newest job's id, or its
-    sweep's id when it is a task of one (a 1,000-task sweep is one submission, so `cancel
-    --last` cancels all of it and `report --last` compares its tasks)."""
+    sweep's id when it is a task of one as the sweep submitted it (a 1,000-task sweep is one
+    submission, so `cancel --last` cancels all of it and `report --last` compares its tasks);
+    a later attempt of one task (`jobkit retry`, a resubmission) is that task alone."""
     if not last:
         return list(texts)
     newest = store.newest()
     if newest is None:
         raise UnknownJobError("--last: no tracked jobs yet")
-    return [newest.sweep_id or newest.jobkit_id, *texts]
+    whole_sweep = newest.sweep_id is not None and newest.attempt == 1
+    return [newest.sweep_id if whole_sweep and newest.sweep_id else newest.jobkit_id, *texts]

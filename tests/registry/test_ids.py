@@ -124,3 +124,43 @@ def test_a_prefix_matching_every_job_is_ambiguous_not_unknown(
         result = jobkit(verb, prefix)
         assert result.code == 2, (verb, result.err)
         assert result.err.startswith(f"jobkit: job id '{prefix}' is ambiguous: "), (verb, result)
+
+
+def test_last_is_the_last_submission_a_sweep_or_one_retried_task() -> None:
+    """`--last` after a sweep is the whole sweep; after `jobkit retry` of one of its tasks (a
+    later attempt of that task) it is that task alone."""
+    from jobkit.registry.ids import with_last
+
+    with Store() as store:
+        first = store.create_intent(
+            backend="local",
+            name="sw",
+            spec={},
+            script="",
+            workdir=Path("/w"),
+            sweep_id="jkswp09",
+            task="0",
+        )
+        store.create_intent(
+            backend="local",
+            name="sw",
+            spec={},
+            script="",
+            workdir=Path("/w"),
+            sweep_id="jkswp09",
+            task="1",
+        )
+        assert with_last(store, ["jkx"], True) == ["jkswp09", "jkx"]
+        retried = store.create_intent(
+            backend="local",
+            name="sw",
+            spec={},
+            script="",
+            workdir=Path("/w"),
+            sweep_id="jkswp09",
+            task="0",
+            run_id=first.jobkit_id,
+            attempt=2,
+        )
+        assert with_last(store, [], True) == [retried.jobkit_id]
+        assert with_last(store, ["a"], False) == ["a"]
