@@ -219,8 +219,8 @@ class Trainer:
             log.debug("malloc: freed tensor memory kept for the next step (train/malloc.py)")
         profiler = step_profiler(config.profile, self.paths.run_dir, env.rank, state.device, log)
         start_step = state.start_step
-        heartbeat.write(start_step, TRAIN)
         total = state.total_steps
+        heartbeat.start_training(start_step, total)
         if start_step >= total:
             log.info(f"training already complete at step {start_step} (train.steps = {total})")
             log.info(f"final loss {state.last_loss!r}")

@@ -112,7 +112,7 @@ def check_spec(
     try:
         loaded: LoadedSpec = load()
     except SpecError as err:
-        report.problems.append(Problem.from_error(err))
+        report.problems += [Problem.from_error(each) for each in err.every()]
         return report
     from jobkit.backends.registry import get_backend
 

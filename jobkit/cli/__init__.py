@@ -159,7 +159,8 @@ def _run_verb(args: list[str]) -> int:
             standalone_mode=False,
         )
     except JobkitError as err:
-        click.echo(f"jobkit: {err.show()}", err=True)
+        for line in err.lines():
+            click.echo(f"jobkit: {line}", err=True)
         return err.exit_code
     except click.ClickException as err:
         err.show()

@@ -31,12 +31,13 @@ def cancel(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
     from jobkit.cli.sweepview import named_sweeps, newest_attempts
     from jobkit.manager.refresh import refresh
     from jobkit.manager.submit import reconcile_submissions
-    from jobkit.registry.ids import resolve_jobs
+    from jobkit.registry.ids import resolve_jobs, with_last
 
     with Store() as store:
         reconcile_submissions(store)
-        sweeps, job_ids = named_sweeps(store, ids)  # a sweep: its tasks' newest attempts
-        records = resolve_jobs(store, job_ids, last=last)
+        # A sweep (--last: the last submission, a whole sweep too): its tasks' newest attempts.
+        sweeps, job_ids = named_sweeps(store, with_last(store, ids, last))
+        records = resolve_jobs(store, job_ids)
         named = {r.jobkit_id for r in records}
         tasks = [r for rows in sweeps.values() for r in newest_attempts(rows)]
         records += [r for r in tasks if r.jobkit_id not in named]

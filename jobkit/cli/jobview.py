@@ -45,15 +45,25 @@ def elapsed_now(record: JobRecord, now: float) -> float | None:
     return record.elapsed_s
 
 
+def shown_exit_code(record: JobRecord) -> int | None:
+    """The exit code to show: a 0 only for a job that succeeded. Slurm reports `0:0` for a
+    job it ended (TIMEOUT, CANCELLED, NODE_FAIL, PREEMPTED): the program did not exit 0, its
+    code is unknown (None: shown `-`)."""
+    if record.exit_code == 0 and record.state != State.SUCCEEDED.value:
+        return None
+    return record.exit_code
+
+
 def format_exit(record: JobRecord) -> str:
-    """`0`, `3`, `sig 9`, `3 (sig 9)` or `-`."""
-    if record.exit_code is None and record.signal is None:
+    """`0`, `3`, `sig 9`, `3 (sig 9)` or `-` (see shown_exit_code)."""
+    code = shown_exit_code(record)
+    if code is None and not record.signal:
         return "-"
-    if record.signal and record.exit_code:
-        return f"{record.exit_code} (sig {record.signal})"
-    if record.signal:
+    if code is None:
         return f"sig {record.signal}"
-    return str(record.exit_code)
+    if record.signal:
+        return f"{code} (sig {record.signal})"
+    return str(code)
 
 
 def table_rows(records: Sequence[JobRecord], now: float) -> list[tuple[str, ...]]:
@@ -113,7 +123,7 @@ def render_detail(
         *_diagnosis_fact(record),
         ("nodes", record.nodes or "-"),
         ("elapsed", format_duration(elapsed_now(record, now))),
-        ("exit code", "-" if record.exit_code is None else str(record.exit_code)),
+        ("exit code", _or_dash(shown_exit_code(record))),
         ("signal", "-" if record.signal is None else str(record.signal)),
         ("requeues", str(record.requeues)),
         ("max rss", record.max_rss or "-"),
@@ -219,3 +229,7 @@ def submitted_line(record: JobRecord) -> str:
     return (
         f"submitted {record.jobkit_id} ({record.backend} job {record.scheduler_id}): {record.name}"
     )
+
+
+def _or_dash(value: int | None) -> str:
+    return "-" if value is None else str(value)

@@ -119,14 +119,12 @@ def logs(
 
 
 def _resolve(store: Store, job_id: str | None) -> tuple[JobRecord, str | None]:
-    from jobkit.registry.ids import UnknownJobError, resolve_job_task
+    """The job named; `--last` is the last submission: after a sweep, the sweep, refused
+    with its tasks listed (one task's output at a time, docs/logs.md)."""
+    from jobkit.registry.ids import resolve_job_task, with_last
 
-    if job_id is None:
-        newest = store.newest()
-        if newest is None:
-            raise UnknownJobError("--last: no tracked jobs yet")
-        return newest, None
-    return resolve_job_task(store, job_id)
+    (text,) = with_last(store, [job_id] if job_id else [], job_id is None)
+    return resolve_job_task(store, text)
 
 
 def _write(lines: Iterable[LogLine]) -> None:
@@ -182,6 +180,23 @@ def _print_now(store: Store, record: JobRecord, selection: Selection, tail_n: in
     return 0
 
 
+def state_line(record: JobRecord, before: tuple[str, str | None] | None) -> str | None:
+    """What `logs -f` says when the job's state or reason changed while nothing is printed:
+    a waiting job's state, the scheduler's reason and its fix (`job jk.. is HELD
+    (JobHeldUser): held by its owner (fix: scontrol release 133)`), and when it starts. None
+    when nothing changed, or at the first look at a job already running."""
+    from jobkit.backends.waiting import one_line_why
+
+    now = (record.state, record.reason)
+    if now == before or record.is_final:
+        return None
+    if record.state == State.RUNNING.value:
+        return None if before is None else f"job {record.jobkit_id} is RUNNING"
+    reason = f" ({record.reason})" if record.reason else ""
+    why = one_line_why(record.backend, record.state, record.reason, record.scheduler_id)
+    return f"job {record.jobkit_id} is {record.state}{reason}" + (f": {why}" if why else "")
+
+
 def _follow(store: Store, record: JobRecord, sources: list[LogSource], tail_n: int | None) -> int:
     """Print lines as they come until the job is final and every file is drained."""
     from jobkit.manager.refresh import exit_status_for, refresh
@@ -190,6 +205,7 @@ def _follow(store: Store, record: JobRecord, sources: list[LogSource], tail_n: i
         sources = [replace(s, start=tail_offset(s.path, tail_n)) for s in sources]
     current = record
     warned: set[str] = set()
+    said: list[tuple[str, str | None]] = []
 
     def is_done() -> bool:
         nonlocal current
@@ -199,6 +215,10 @@ def _follow(store: Store, record: JobRecord, sources: list[LogSource], tail_n: i
             if failure.backend not in warned:
                 warned.add(failure.backend)
                 click.echo(f"jobkit: {failure.warning()}", err=True)
+        line = state_line(current, said[-1] if said else None)
+        said.append((current.state, current.reason))
+        if line is not None:
+            click.echo(f"jobkit: {line}", err=True)
         return current.is_final or current.state == State.UNKNOWN.value
 
     interval = poll_interval(record.backend)

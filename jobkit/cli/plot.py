@@ -135,15 +135,11 @@ def _load(store: Store, ids: tuple[str, ...], last: bool) -> tuple[list[LoadedRu
     """Every named job's runs (in order, each once; a sweep's id: its tasks, labelled by
     their overrides), and notes about tasks left out."""
     from jobkit.cli.sweepview import named_sweeps
-    from jobkit.registry.ids import UnknownJobError, resolve_job_task
+    from jobkit.registry.ids import resolve_job_task, with_last
 
+    ids = tuple(with_last(store, ids, last))  # --last: the last submission (a whole sweep)
     sweeps, _ = named_sweeps(store, ids)
     wanted: list[tuple[JobRecord, str | None] | str] = []
-    if last:
-        newest = store.newest()
-        if newest is None:
-            raise UnknownJobError("--last: no tracked jobs yet")
-        wanted.append((newest, None))
     for text in ids:
         if text.strip() in sweeps:
             wanted.append(text.strip())

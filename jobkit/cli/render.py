@@ -74,6 +74,13 @@ def submit_command(spec: JobSpec, script_path: Path) -> list[str]:
     metavar="PORT",
     help="With --node-rank: the rendezvous port (default: launch.master_port, else 29500).",
 )
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print JSON instead: backend, name, spec file, workdir, the submit command, the"
+    " script and the spec as resolved (every default and layer applied).",
+)
 def render(
     spec_args: SpecArgs,
     output: str | None,
@@ -81,6 +88,7 @@ def render(
     node_rank: int | None,
     master: str | None,
     port: int | None,
+    as_json: bool,
 ) -> None:
     """Print the batch script for SPEC: exactly what `jobkit submit` sends. Runs nothing."""
     if node_rank is None and (master is not None or port is not None):
@@ -102,13 +110,29 @@ def render(
 
         backend = get_backend(loaded.spec.backend)
         script = backend.script(loaded.spec, loaded.template_dir, Path.cwd())
-    if output is None:
+    script_path = Path(output) if output is not None else Path(SCRIPT_PLACEHOLDER)
+    if output is not None:
+        write_script(Path(output), script, spec_path=loaded.path)
+    if as_json:
+        import json
+
+        argv = None if node_rank is not None else submit_command(loaded.spec, script_path)
+        data = {
+            "backend": loaded.spec.backend,
+            "name": loaded.spec.name,
+            "spec_file": str(loaded.path),
+            "workdir": str(Path.cwd()),
+            "node_rank": node_rank,
+            "argv": argv,
+            "script_file": str(Path(output).absolute()) if output is not None else None,
+            "script": script,
+            "spec": loaded.spec.model_dump(mode="json"),
+        }
+        click.echo(json.dumps(data, indent=2))
+    elif output is None:
         sys.stdout.write(script)
         sys.stdout.flush()
-    else:
-        write_script(Path(output), script, spec_path=loaded.path)
     if show_command:
-        script_path = Path(output) if output is not None else Path(SCRIPT_PLACEHOLDER)
         click.echo(shlex.join(submit_command(loaded.spec, script_path)), err=True)
 
 

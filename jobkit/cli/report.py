@@ -46,10 +46,11 @@ def report(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
     if not ids and not last:
         raise UsageError("give one or more job IDs, or --last")
     from jobkit.cli.sweepview import named_sweeps
+    from jobkit.registry.ids import with_last
 
     with Store() as store:
-        sweeps, job_ids = named_sweeps(store, ids)
-        targets = _resolve(store, job_ids, last)
+        sweeps, job_ids = named_sweeps(store, with_last(store, ids, last))
+        targets = _resolve(store, job_ids)
         rows = [r for found in sweeps.values() for r in found]
         result = refresh(store, [record for record, _ in targets] + rows)
         for failure in result.failures:
@@ -110,16 +111,11 @@ def _sweep_reports(
     return found
 
 
-def _resolve(store: Store, ids: Sequence[str], last: bool) -> list[tuple[JobRecord, str | None]]:
+def _resolve(store: Store, ids: Sequence[str]) -> list[tuple[JobRecord, str | None]]:
     """The jobs named (and the array task each names), in order, once each."""
-    from jobkit.registry.ids import UnknownJobError, resolve_job_task
+    from jobkit.registry.ids import resolve_job_task
 
     found: list[tuple[JobRecord, str | None]] = []
-    if last:
-        newest = store.newest()
-        if newest is None:
-            raise UnknownJobError("--last: no tracked jobs yet")
-        found.append((newest, None))
     for text in ids:
         record, task = resolve_job_task(store, text)
         if record.is_array and task is None:

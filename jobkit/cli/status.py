@@ -163,7 +163,7 @@ def _snapshot(
     from jobkit.hang.stall import with_stall
     from jobkit.manager.refresh import refresh
     from jobkit.manager.submit import reconcile_submissions
-    from jobkit.registry.ids import resolve_jobs
+    from jobkit.registry.ids import resolve_jobs, with_last
 
     now = time.time()
     code = 0
@@ -175,8 +175,8 @@ def _snapshot(
     sweeps: dict[str, list[JobRecord]] = {}  # sweep ids named: their rows (docs/sweeps.md)
     jobs_named = 0
     if detail:
-        sweeps, job_ids = named_sweeps(store, ids)
-        records = resolve_jobs(store, job_ids, last=last)
+        sweeps, job_ids = named_sweeps(store, with_last(store, ids, last))
+        records = resolve_jobs(store, job_ids)
         jobs_named = len(records)
         records += [r for rows in sweeps.values() for r in rows]
     else:

@@ -18,6 +18,7 @@ from jobkit.manager.refresh import BackendFailure, Waiter
 from jobkit.registry.store import JobRecord, Store
 
 if TYPE_CHECKING:
+    from jobkit.cli.progress import ProgressLine
     from jobkit.logs.follow import LogSource
     from jobkit.spec.load import LoadedSpec
 
@@ -122,9 +123,15 @@ def _reconcile(store: Store) -> None:
 
 
 def _wait(store: Store, record: JobRecord, *, stream: bool) -> JobRecord:
-    """Follow the job: its output on stdout (when there is a log file), states on stderr."""
+    """Follow the job: its output on stdout (when there is a log file), states on stderr,
+    and (with `stream`) a training job's progress line (cli/progress.py)."""
+    from jobkit.cli.progress import ProgressLine
+
+    progress = ProgressLine() if stream else None
 
     def on_change(current: JobRecord) -> None:
+        if progress is not None:
+            progress.clear()
         words = [f"jobkit: {current.jobkit_id} {current.state}"]
         if current.raw_state and current.raw_state != current.state:
             words.append(f"({current.raw_state})")
@@ -137,32 +144,45 @@ def _wait(store: Store, record: JobRecord, *, stream: bool) -> JobRecord:
         click.echo(" ".join(words), err=True)
 
     def on_failure(failure: BackendFailure) -> None:
+        if progress is not None:
+            progress.clear()
         click.echo(f"jobkit: {failure.warning()}", err=True)
 
     from jobkit.cli.watch import next_attempt
 
-    while True:  # each attempt of the run in turn (docs/runs.md)
-        waiter = Waiter(store, record.jobkit_id, on_change, on_failure)
-        final = _wait_attempt(store, record, waiter, stream=stream)
-        following = next_attempt(store, final)
-        if following is None:
-            return final
-        record = following
+    try:
+        while True:  # each attempt of the run in turn (docs/runs.md)
+            waiter = Waiter(store, record.jobkit_id, on_change, on_failure)
+            final = _wait_attempt(store, record, waiter, progress=progress)
+            following = next_attempt(store, final)
+            if following is None:
+                return final
+            record = following
+    finally:
+        if progress is not None:
+            progress.clear()
 
 
-def _wait_attempt(store: Store, record: JobRecord, waiter: Waiter, *, stream: bool) -> JobRecord:
+def _wait_attempt(
+    store: Store, record: JobRecord, waiter: Waiter, *, progress: ProgressLine | None
+) -> JobRecord:
     """Follow one job to its end (a job preempted and not requeued never becomes final:
     accounting saying it ended is its end)."""
     from jobkit.manager.attempts import has_ended
 
     def done() -> bool:
-        return waiter.done() or has_ended(store.get(record.jobkit_id))
+        current = store.get(record.jobkit_id)
+        if progress is not None:
+            progress.update([current])
+        return waiter.done() or has_ended(current)
 
-    sources = _log_sources(record) if stream else []
+    sources = _log_sources(record) if progress is not None else []
     if sources:
         from jobkit.logs.follow import FollowTiming, follow
 
         for line in follow(sources, done, timing=FollowTiming(done_interval_s=0.5)):
+            if progress is not None:
+                progress.clear()
             click.echo(line.render())
     else:
         while not done():

@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobkit.cli.jobview import TABLE_COLUMNS, elapsed_now, format_duration, format_exit
 from jobkit.core.lifecycle import SUBMITTING, State
 from jobkit.registry.reader import RegistryReader
 from jobkit.registry.record import JobRecord
+
+if TYPE_CHECKING:
+    from jobkit.registry.store import Store
 
 STATE_ORDER = (SUBMITTING, *(s.value for s in State))
 _BACKEND_WORDS = {"slurm": "Slurm", "pbs": "PBS", "sge": "Grid Engine"}
@@ -297,6 +300,22 @@ def named_sweeps(
         else:
             others.append(text)
     return sweeps, others
+
+
+def named_jobs(store: Store, ids: Sequence[str], last: bool) -> list[JobRecord]:
+    """The jobs named, in order, once each: a sweep's id (or --last after a sweep) stands for
+    its tasks' newest attempts."""
+    from jobkit.registry.ids import resolve_jobs, with_last
+
+    texts = with_last(store, ids, last)
+    sweeps, _ = named_sweeps(store, texts)
+    records: list[JobRecord] = []
+    for text in texts:
+        found = newest_attempts(sweeps[text.strip()]) if text.strip() in sweeps else None
+        for record in found if found is not None else resolve_jobs(store, [text]):
+            if all(r.jobkit_id != record.jobkit_id for r in records):
+                records.append(record)
+    return records
 
 
 def sweep_groups(

@@ -60,11 +60,14 @@ def _latest(store: Store, run_keys: Sequence[str]) -> list[JobRecord]:
 
 
 def _followed(store: Store, ids: Sequence[str]) -> list[str]:
-    """The runs to follow: of the given jobs, or of every unfinished tracked job."""
+    """The runs to follow: of the given jobs (a sweep's id: its tasks), or of every
+    unfinished tracked job."""
+    from jobkit.cli.sweepview import named_jobs
     from jobkit.manager.attempts import has_ended
-    from jobkit.registry.ids import resolve_jobs
 
-    records = resolve_jobs(store, ids) if ids else store.list_jobs(recent_final_s=FOLLOW_RECENT_S)
+    records = (
+        named_jobs(store, ids, False) if ids else store.list_jobs(recent_final_s=FOLLOW_RECENT_S)
+    )
     keys = list(dict.fromkeys(r.run_key for r in records))
     if ids:
         return keys
@@ -120,6 +123,7 @@ def watch(ids: tuple[str, ...], interval: float, as_json: bool) -> int:
     refused) is resubmitted as its next attempt, up to scheduler.max_attempts
     (docs/runs.md). Each state change is one line on stderr.
     """
+    from jobkit.cli.progress import ProgressLine
     from jobkit.core.display import printable
     from jobkit.manager.attempts import has_ended
     from jobkit.manager.refresh import refresh
@@ -134,6 +138,7 @@ def watch(ids: tuple[str, ...], interval: float, as_json: bool) -> int:
             return 0
         seen: dict[str, tuple[str, str | None]] = {}
         claimed: dict[str, float] = {}
+        progress = None if as_json else ProgressLine()
         while True:
             before = _latest(store, runs)
             result = refresh(store, before)
@@ -149,7 +154,13 @@ def watch(ids: tuple[str, ...], interval: float, as_json: bool) -> int:
                     if as_json:
                         click.echo(json.dumps({"event": "state", **record.to_dict()}))
                     else:
+                        if progress is not None:
+                            progress.clear()
                         click.echo(printable(_event(record)), err=True)
             if all(has_ended(r) and not going_on(r, claimed) for r in latest):
+                if progress is not None:
+                    progress.clear()
                 return code
+            if progress is not None:
+                progress.update(latest)  # the running ones' step and ETA (cli/progress.py)
             time.sleep(interval)

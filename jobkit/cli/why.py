@@ -31,16 +31,17 @@ EXIT_STALE = 3
 def why(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
     """Why each job waits, the fix, the scheduler's start estimate and the job's timeline.
 
-    An ID is a jobkit id (or a unique prefix of one) or the scheduler's id. A job that is
-    not waiting is said to be so, with its timeline. See docs/why.md.
+    An ID is a jobkit id (or a unique prefix of one), the scheduler's id, or a sweep's id
+    (each of its tasks; --last: the last submission, a whole sweep too). A job that is not
+    waiting is said to be so, with its timeline. See docs/why.md.
     """
+    from jobkit.cli.sweepview import named_jobs
     from jobkit.cli.whyview import JobWhy, render_why, why_dict
-    from jobkit.registry.ids import resolve_jobs
 
     if not ids and not last:
         raise UsageError("give one or more job IDs (or --last)")
     with Store() as store:
-        records = resolve_jobs(store, ids, last=last)
+        records = named_jobs(store, ids, last)
     infos, failed = explain(records)
     jobs = [JobWhy(r, infos.get(r.jobkit_id, WaitInfo())) for r in records]
     if as_json:

@@ -14,6 +14,11 @@ class JobkitError(Exception):
         """The one line printed on stderr (prefixed with 'jobkit: ' by the CLI)."""
         return str(self)
 
+    def lines(self) -> list[str]:
+        """Every line printed on stderr, each prefixed with 'jobkit: ' (one, but a spec with
+        several schema errors reports them all at once: SpecError.more)."""
+        return [self.show()]
+
 
 class SpecError(JobkitError):
     """A bad job spec, profile or --set value: `file:line: key.path: message`, exit 2."""
@@ -32,7 +37,17 @@ class SpecError(JobkitError):
         self.file = file
         self.line = line
         self.key = key
+        self.more: list[SpecError] = []
+        """The spec's further problems, in file order (the schema's: all reported at once)."""
         super().__init__(self.show())
+
+    def every(self) -> list[SpecError]:
+        """This problem and the further ones."""
+        return [self, *self.more]
+
+    def lines(self) -> list[str]:
+        """One `file:line: key: message` line per problem."""
+        return [error.show() for error in self.every()]
 
     def show(self) -> str:
         where = ""

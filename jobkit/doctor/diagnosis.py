@@ -4,9 +4,13 @@ lines that show it and the fix; as text for people and as JSON."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jobkit.hang.report import HangReport
 
 ONE_LINE_MAX = 140
+STALLED_CLASS = "stalled"
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,31 @@ class Diagnosis:
     hang: dict[str, Any] | None = None
     hang_lines: list[str] = field(default_factory=list)
 
+    def add_hang(self, report: HangReport) -> None:
+        """A running job's hang section; a STALLED job with no error in its logs so far gets
+        it as its cause too (class `stalled`, the differing rank and its node, the summary),
+        so that --json's rank, host, summary and one_line say what the text says."""
+        self.hang = report.to_dict()
+        self.hang_lines = report.lines()
+        if not report.stalled or self.cls is not None:
+            return
+        self.cls = STALLED_CLASS
+        self.title = "the job is stalled"
+        self.summary = report.summary()
+        culprit = report.culprit()
+        if culprit is not None:
+            self.rank, self.host = culprit.rank, culprit.node
+            beat = next((b for b in report.progress.beats if b.rank == culprit.rank), None)
+            self.node = beat.node_index if beat is not None else None
+        self.explanation = (
+            "no rank's heartbeat advanced for monitor.stall_after: a rank is stuck, and the"
+            " others wait for it in a collective (or every rank waits on the same thing)"
+        )
+        self.fix = (
+            f"read the named rank's stack below; `jobkit cancel {self.jobkit_id}` once seen,"
+            " or raise monitor.stall_after if one step really takes this long"
+        )
+
     def one_line(self) -> str:
         """`TITLE on rank R (HOST): SUMMARY`, at most ONE_LINE_MAX characters."""
         if self.cls is None:
@@ -85,7 +114,9 @@ class Diagnosis:
             out.append(f"  {self._quiet_words()}")
         else:
             facts: list[tuple[str, str]] = []
-            if self.outcome == "running":
+            if self.cls == STALLED_CLASS:
+                facts.append(("so far", "the job still runs, and no rank advances (hang below)"))
+            elif self.outcome == "running":
                 facts.append(("so far", "the job still runs: the errors in its logs so far"))
             facts.append(("cause", f"{self.title} [{self.cls}]"))
             if self.summary:

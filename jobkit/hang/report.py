@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobkit.hang.compare import Comparison, compare, summary
-from jobkit.hang.stacks import RankStack
+from jobkit.hang.stacks import INSTALL_HINT, SPY_MISSING, RankStack
 from jobkit.hang.stall import Progress, format_age, job_progress
 from jobkit.registry.record import JobRecord
 
@@ -40,7 +40,7 @@ class HangReport:
         if p.stalled:
             head = (
                 f"STALLED: no rank advanced for {format_age(p.since_progress_s)}"
-                f" (monitor.stall_after {limit}); last noted step {p.last_step}"
+                f" (monitor.stall_after {limit}); last step {p.last_step}"
             )
         elif p.waiting == "checkpoint":
             head = (
@@ -92,6 +92,32 @@ class HangReport:
                 lines.append(f"    ... {len(stack.frames) - STACK_LINES} outer frames")
         return lines
 
+    def culprit(self) -> RankStack | None:
+        """The rank to look at first: the first whose stack differs from the others'."""
+        found = self.comparison
+        if found is None or not found.odd_ranks:
+            return None
+        return next((s for s in self.stacks if s.rank == found.odd_ranks[0]), None)
+
+    def summary(self) -> str:
+        """One line for doctor's `what` and --json's summary: the stuck step and its age, and
+        the differing rank's place, or why no rank could be named."""
+        p = self.progress
+        text = f"no rank advanced for {format_age(p.since_progress_s)} (last step {p.last_step})"
+        found, culprit = self.comparison, self.culprit()
+        if culprit is not None and found is not None and found.majority is not None:
+            major = found.majority
+            waits = f" waits in {major.collective}" if major.collective else " is elsewhere"
+            return (
+                f"{text}; rank {culprit.rank} in {summary(culprit.frames)} while"
+                f" {_ranks(major.ranks)}{waits}"
+            )
+        if self.notes:
+            return f"{text}; {self.notes[0]}"
+        if found is not None and found.majority is not None:
+            return f"{text}; every rank in {summary(found.majority.frames)}"
+        return text
+
     def to_dict(self) -> dict[str, Any]:
         """JSON: progress (as status's `stalled`), stacks, comparison, notes."""
         return {
@@ -118,9 +144,17 @@ def hang_section(record: JobRecord, now: float, *, collect_stacks: bool) -> Hang
     from jobkit.hang.stacks import collect_stacks as dump
 
     stacks = tuple(dump(get_backend(record.backend), record.tracked(), list(progress.beats)))
-    notes = (
-        ("no stack could be collected (see each rank above)",)
-        if stacks and not any(s.frames for s in stacks)
-        else ()
-    )
+    notes = (no_stack_note(stacks),) if stacks and not any(s.frames for s in stacks) else ()
     return HangReport(progress, stacks, compare(list(stacks)), notes)
+
+
+def no_stack_note(stacks: tuple[RankStack, ...]) -> str:
+    """Why no rank could be named, in one line: py-spy missing (where, and the install
+    command) when that is the reason for every rank, else a pointer to each rank's line."""
+    missing = sorted({s.node for s in stacks if (s.error or "").startswith(SPY_MISSING)})
+    if len(missing) and all((s.error or "").startswith(SPY_MISSING) for s in stacks):
+        return (
+            f"no stack could be collected: py-spy is not installed where the job runs"
+            f" ({', '.join(missing)}): {INSTALL_HINT}"
+        )
+    return "no stack could be collected (see each rank above)"

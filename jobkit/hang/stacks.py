@@ -19,6 +19,7 @@ from jobkit.hang.stall import RankBeat
 
 DUMP_TIMEOUT_S = 60.0
 INSTALL_HINT = "pip install 'jobkit[debug]' into the job's environment"
+SPY_MISSING = "py-spy not found on "
 PID_MARK = "@@jobkit-pid "
 RC_MARK = "@@jobkit-rc "
 
@@ -99,7 +100,7 @@ def explain_failure(text: str, rc: int, node: str, pid: int | None) -> str:
     """One line for a dump that failed: py-spy missing, ptrace refused, process gone."""
     low = text.lower()
     if rc == 127 or "py-spy not found" in low:
-        return f"py-spy not found on {node} ({INSTALL_HINT})"
+        return f"{SPY_MISSING}{node} ({INSTALL_HINT})"
     if "permission denied" in low or "operation not permitted" in low:
         return (
             f"py-spy may not attach to pid {pid} on {node}: ptrace not permitted (run as the"

@@ -36,6 +36,19 @@ class RankBeat:
     node: str
     node_index: int | None
     python: str | None
+    total: int | None = None
+    """train.steps (the trainer's; None from an older trainer or another program)."""
+    first_step: int | None = None
+    first_time: float | None = None
+    """The step and time this run's training started at: the rate counts from there."""
+
+    @property
+    def steps_per_s(self) -> float | None:
+        """This run's training rate up to this beat; None before a step was taken."""
+        if self.first_step is None or self.first_time is None:
+            return None
+        steps, seconds = self.step - self.first_step, self.time - self.first_time
+        return steps / seconds if steps > 0 and seconds > 0 else None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RankBeat:
@@ -52,7 +65,14 @@ class RankBeat:
             node=str(data.get("node") or data.get("host") or ""),
             node_index=int(index) if index is not None else None,
             python=str(data["python"]) if data.get("python") else None,
+            total=_int_or_none(data.get("total")),
+            first_step=_int_or_none(data.get("first_step")),
+            first_time=float(data["first_time"]) if data.get("first_time") is not None else None,
         )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if value is not None else None
 
 
 def read_beats(run_dir: str | Path) -> list[RankBeat]:
@@ -116,6 +136,49 @@ class Progress:
         """`STALLED 12m` (for the STATE column)."""
         return f"STALLED {format_age(self.since_progress_s)}"
 
+    @property
+    def total(self) -> int | None:
+        """train.steps, when the ranks' heartbeats say it."""
+        totals = [beat.total for beat in self.beats if beat.total]
+        return max(totals) if totals else None
+
+    def eta_s(self) -> float | None:
+        """Seconds until the last step at the rate of the furthest rank so far (this run's
+        training only), counted from now; None without a total or a rate."""
+        total = self.total
+        lead = max(self.beats, key=lambda beat: beat.step)
+        rate = lead.steps_per_s
+        if total is None or rate is None:
+            return None
+        return max((total - lead.step) / rate - (self.now - lead.time), 0.0)
+
+    def progress_label(self) -> str | None:
+        """`step 1,200/5,000 (24%) ETA 1:32:00` (the ETA once a step was timed); None
+        without a total."""
+        total = self.total
+        if total is None:
+            return None
+        step = min(self.last_step, total)
+        text = f"step {step:,}/{total:,} ({100 * step // max(total, 1)}%)"
+        eta = self.eta_s()
+        return text if eta is None else f"{text} ETA {format_clock(eta)}"
+
+    def progress_dict(self) -> dict[str, Any] | None:
+        """`status --json`'s `progress`: step, total, percent, steps/s and ETA seconds."""
+        total = self.total
+        if total is None:
+            return None
+        eta = self.eta_s()
+        lead = max(self.beats, key=lambda beat: beat.step)
+        rate = lead.steps_per_s
+        return {
+            "step": self.last_step,
+            "total": total,
+            "percent": round(100 * min(self.last_step, total) / max(total, 1), 1),
+            "steps_per_s": round(rate, 3) if rate is not None else None,
+            "eta_s": round(eta) if eta is not None else None,
+        }
+
     def to_dict(self) -> dict[str, Any]:
         """JSON: seconds since the last progress, the last step, each rank's age and step."""
         return {
@@ -172,17 +235,41 @@ def job_stall(record: JobRecord, now: float) -> Progress | None:
 
 
 def state_text(record: JobRecord, now: float) -> str:
-    """The STATE shown by `jobkit status`: `RUNNING (STALLED 12m)` or the state itself."""
-    stall = job_stall(record, now)
-    return f"{record.state} ({stall.label()})" if stall else record.state
+    """The STATE shown by `jobkit status`: `RUNNING (STALLED 12m)`, `RUNNING step
+    1,200/5,000 (24%) ETA 1:32:00`, or the state itself. Only a RUNNING row reads files (its
+    ranks' heartbeats); every other row costs nothing."""
+    progress = job_progress(record, now)
+    if progress is None:
+        return record.state
+    if progress.stalled:
+        return f"{record.state} ({progress.label()})"
+    label = progress.progress_label()
+    return f"{record.state} {label}" if label else record.state
 
 
 def with_stall(data: dict[str, Any], record: JobRecord, now: float) -> dict[str, Any]:
-    """`jobkit status --json`'s record with `"stalled": {...}` added when the job is STALLED."""
-    stall = job_stall(record, now)
-    if stall is not None:
-        data["stalled"] = stall.to_dict()
+    """`jobkit status --json`'s record with `"stalled": {...}` added when the job is STALLED
+    and `"progress": {...}` when its heartbeats say how far it is."""
+    progress = job_progress(record, now)
+    if progress is None:
+        return data
+    if progress.stalled:
+        data["stalled"] = progress.to_dict()
+    found = progress.progress_dict()
+    if found is not None:
+        data["progress"] = found
     return data
+
+
+def format_clock(seconds: float) -> str:
+    """`0:42`, `1:32:00`, `2d 03:10:00`: an ETA as a clock reads."""
+    total = round(max(seconds, 0.0))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def format_age(seconds: float) -> str:

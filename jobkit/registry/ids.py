@@ -111,3 +111,17 @@ def _task_of(record: JobRecord, text: str) -> str | None:
         task = head[head.index("[") + 1 : -1]
         return task if task.isdigit() else None
     return None
+
+
+def with_last(store: Store, texts: Sequence[str], last: bool) -> list[str]:
+    """The ids typed, `--last` first as the last submission: the newest job's id, or its
+    sweep's id when it is a task of one as the sweep submitted it (a 1,000-task sweep is one
+    submission, so `cancel --last` cancels all of it and `report --last` compares its tasks);
+    a later attempt of one task (`jobkit retry`, a resubmission) is that task alone."""
+    if not last:
+        return list(texts)
+    newest = store.newest()
+    if newest is None:
+        raise UnknownJobError("--last: no tracked jobs yet")
+    whole_sweep = newest.sweep_id is not None and newest.attempt == 1
+    return [newest.sweep_id if whole_sweep and newest.sweep_id else newest.jobkit_id, *texts]

@@ -50,7 +50,9 @@ class RegistryReader(Database):
             tasks = self.sweep(text)
             if tasks:
                 return tasks
-        if text.lower().startswith(ID_PREFIX) and len(text) > len(ID_PREFIX):
+        if text and (text.lower().startswith(ID_PREFIX) or ID_PREFIX.startswith(text.lower())):
+            # Any prefix of a jobkit id, `jk` and `j` too (which match every job: ambiguous,
+            # not "no tracked job").
             escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             records = self._records(
                 "WHERE jobkit_id LIKE ? ESCAPE '\\' ORDER BY created_at DESC", (escaped + "%",)

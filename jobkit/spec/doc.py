@@ -393,7 +393,10 @@ An unknown profile name is an error that lists the profiles found.
 
 Every problem with a spec is one line on stderr and exit code 2: the file and line where
 the offending value was set (the job file, the profile, or the `--set` option), the key
-path, and what is wrong. Only the first problem is shown (lowest layer first, then by line):
+path, and what is wrong. Every schema error (a wrong type, a value out of range, an unknown
+key...) is reported at once, one line each, lowest layer first, then by line; a file that
+cannot be read as YAML, and the checks across keys (run once every key is valid), stop at
+their first problem:
 
 ```
 jobkit: job.yaml:7: resources.nodes: must be >= 1 (got 0)

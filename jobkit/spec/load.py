@@ -252,8 +252,13 @@ def _validate(merged: dict[str, Any], layers: Sequence[Layer], job: Layer) -> Jo
     except ValidationError as err:
         found = problems(err, merged)
     ranked = [(_rank(problem.path, merged, layers, job), problem) for problem in found]
-    (_, _, where), first = min(ranked, key=lambda item: item[0][:2])
-    raise SpecError(first.message, file=where.file, line=where.line, key=_key_text(first))
+    ranked.sort(key=lambda item: item[0][:2])  # layer, then line: the order they are read in
+    errors = [
+        SpecError(problem.message, file=where.file, line=where.line, key=_key_text(problem))
+        for (_, _, where), problem in ranked
+    ]
+    errors[0].more = errors[1:]  # every schema error at once, the first one first
+    raise errors[0]
 
 
 def _rank(

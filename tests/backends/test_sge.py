@@ -256,3 +256,64 @@ def test_finished_jobs_are_answered_by_one_qacct(sge_cluster: object, tmp_path: 
         (State.SUCCEEDED, 0, "qacct"),
         (State.FAILED, 1, "qacct"),
     ]
+
+
+def test_report_of_a_two_host_job_counts_both_hosts() -> None:
+    """The user's words: "SGE `report` for a 2-host job counts one host (qacct has a record
+    per host of a PE job; the note says 'requeued?')". qacct_two_hosts.txt is `qacct -j` of a
+    real 2-host jobkit job on the test cluster (one record on n2, one on n1, same start)."""
+    from jobkit.backends.sge.usage import usage_from_runs
+
+    usage = usage_from_runs(parse_qacct(sample("qacct_two_hosts.txt")))
+    assert usage is not None
+    assert sorted(usage.nodes) == ["n1", "n2"]
+    assert usage.elapsed_s == 28.0  # the longer host's wall clock
+    assert usage.cpu_s == pytest.approx(3.589 + 4.098)  # both hosts' CPU
+    assert usage.notes == (
+        "2 hosts (one qacct record each): CPU time summed, memory the largest host's peak",
+    )
+    # A requeued job: a first run that ended before this one started is left out.
+    earlier = sample("qacct_two_hosts.txt").replace("Nov 26 08:1", "Nov 26 07:1")
+    again = usage_from_runs(parse_qacct(earlier + sample("qacct_two_hosts.txt")))
+    assert again is not None and sorted(again.nodes) == ["n1", "n2"]
+    assert again.notes[0] == "2 qacct record(s) of earlier runs (requeued): figures of the last"
+
+
+@pytest.mark.sge
+@pytest.mark.slow
+def test_a_two_host_job_shows_both_hosts_running_and_in_its_report(
+    sge_cluster: object, tmp_path: Path
+) -> None:
+    """The user's words: "a running 2-host SGE job shows only its master and elapsed `-`";
+    its report "counts one host". The real Grid Engine of tests/cluster, 2 hosts x 1 slot."""
+    import json
+    import time
+
+    jobkit = Jobkit(workdir=tmp_path, home=tmp_path / "home")
+    spec = {
+        "name": "sge2",
+        "backend": "sge",
+        "resources": {"nodes": 2},
+        "launch": {"nproc_per_node": 1},
+        "sge": {"pe": "jobkit"},
+        "run": {"command": ["bash", "-c", "sleep 6; hostname"]},
+    }
+    (tmp_path / "sge2.yaml").write_text(json.dumps(spec))
+    job = jobkit.submit("sge2.yaml", "--no-check")["jobkit_id"]
+    try:
+        deadline = time.monotonic() + 180
+        while (seen := jobkit.status(job))["state"] != "RUNNING":
+            assert seen["state"] == "QUEUED" and time.monotonic() < deadline, seen
+            time.sleep(1)
+        assert seen["nodes"] == "n1,n2", seen
+        assert seen["elapsed_s"] is not None and seen["elapsed_s"] >= 0, seen
+        while (seen := jobkit.status(job))["state"] != "SUCCEEDED":
+            assert seen["state"] == "RUNNING" and time.monotonic() < deadline, seen
+            time.sleep(1)
+        report = jobkit.run("report", job, "--json")
+        assert report.returncode == 0, report.stderr
+        (data,) = json.loads(report.stdout)
+        assert sorted(data["usage"]["nodes"]) == ["n1", "n2"], data["usage"]
+        assert not any("requeued" in note for note in data["usage"]["notes"]), data["usage"]
+    finally:
+        jobkit.run("cancel", job)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import shutil
 import subprocess
 import sys
 import time
@@ -271,3 +272,43 @@ def test_a_refused_submission_shows_sbatchs_own_error(jobkit: Jobkit) -> None:
     assert done.stderr.count("Invalid partition name specified") == 1
     listed = jobkit.run("status", "--all", "--json")
     assert [job["state"] for job in json.loads(listed.stdout)] == ["FAILED"]
+
+
+def test_render_of_the_submitit_example_works_on_a_laptop_without_slurm(tmp_path: Path) -> None:
+    """`jobkit render examples/submitit.yaml` where no Slurm command is on PATH (a laptop):
+    the same sbatch file as on the cluster (render is pure); submit refuses in one line."""
+    from tests.e2e.cli import REPO
+
+    laptop = tmp_path / "bin"
+    laptop.mkdir()
+    for tool in ("bash", "sh", "env"):  # what a laptop has; no srun, sbatch, squeue...
+        found = shutil.which(tool)
+        assert found is not None
+        (laptop / tool).symlink_to(found)
+    jobkit = Jobkit(workdir=REPO, home=tmp_path / "home")
+    on_cluster = jobkit.run("render", "examples/submitit.yaml")
+    env = {**jobkit.env(), "PATH": str(laptop)}
+    done = subprocess.run(
+        jobkit.argv("render", "examples/submitit.yaml"),
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout == on_cluster.stdout
+    assert "#SBATCH --nodes=1" in done.stdout
+    submitted = subprocess.run(
+        jobkit.argv("submit", "examples/submitit.yaml"),
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert submitted.returncode == 1
+    assert submitted.stderr == (
+        "jobkit: the submitit backend submits through Slurm, and no srun is on PATH here:"
+        " submit from a Slurm login node (`jobkit render` shows the sbatch file anywhere)\n"
+    )

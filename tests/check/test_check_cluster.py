@@ -108,6 +108,30 @@ def test_gpu_type_no_node_has(workdir: Path, jobkit: Invoke) -> None:
     ]
 
 
+def test_a_gpu_request_without_a_type_blames_gpus_per_node(workdir: Path, jobkit: Invoke) -> None:
+    """The user's words: "`check` blames `resources.gpu_type` (never set) for
+    `gpus_per_node=1`". sbatch --test-only's gres refusal is about the same key: one line."""
+    spec = slurm_spec(workdir, "gpu1", "true", "resources:", "  gpus_per_node: 1")
+    gres = run_quietly(["sinfo", "--noheader", "--partition=debug", "--format=%G"]).stdout
+    assert _check(jobkit, spec) == [
+        f"gpu1.yaml:{FIRST_EXTRA_LINE + 1}: resources.gpus_per_node: no node of partition debug"
+        f" has GPUs (its nodes' GRES: {gres.strip()})"
+    ]
+
+
+def test_more_cpus_than_a_node_has_names_the_cpu_key(workdir: Path, jobkit: Invoke) -> None:
+    """The user's words: "for `cpus_per_process=2` on 1-CPU nodes [check] names no key at
+    all" (sbatch --test-only: "Requested node configuration is not available")."""
+    cpus = max(
+        int(n) for n in run_quietly(["sinfo", "-h", "-p", "debug", "-N", "-o", "%c"]).stdout.split()
+    )
+    spec = slurm_spec(workdir, "cpus", "true", "resources:", f"  cpus_per_process: {cpus + 1}")
+    assert _check(jobkit, spec) == [
+        f"cpus.yaml:{FIRST_EXTRA_LINE + 1}: resources.cpus_per_process: asks for {cpus + 1} CPUs"
+        f" per node; no node of partition debug has more than {cpus}"
+    ]
+
+
 def test_missing_program_and_python_script(workdir: Path, jobkit: Invoke) -> None:
     (workdir / "prog.yaml").write_text(
         "name: prog\nbackend: slurm\nlaunch:\n  launcher: srun\nrun:\n"

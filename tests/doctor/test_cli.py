@@ -31,8 +31,15 @@ Root Cause (first observed failure):
 """
 
 
-def _job(folder: Path, state: State, exit_code: int | None, node_out: str | None) -> str:
-    """A local job ended `state` `exit_code` a minute ago, its node-0.out holding `node_out`."""
+def _job(
+    folder: Path,
+    state: State,
+    exit_code: int | None,
+    node_out: str | None,
+    sweep: tuple[str, str] | None = None,
+) -> str:
+    """A local job ended `state` `exit_code` a minute ago, its node-0.out holding `node_out`
+    (`sweep`: the sweep id and task it is a task of)."""
     run_dir = folder / "logs" / "t-x"
     run_dir.mkdir(parents=True, exist_ok=True)
     if node_out is not None:
@@ -45,6 +52,8 @@ def _job(folder: Path, state: State, exit_code: int | None, node_out: str | None
             spec={"launch": {"nproc_per_node": 2}, "run": {"command": ["x"]}},
             script="",
             workdir=folder,
+            sweep_id=sweep[0] if sweep else None,
+            task=sweep[1] if sweep else None,
             now=now - 65,
         )
         paths = {"out": str(folder / "logs/t-x.out"), "err": "", "run_dir": str(run_dir)}
@@ -100,6 +109,66 @@ def test_doctor_on_a_job_that_succeeded(jobkit: Invoke, tmp_path: Path) -> None:
 
 
 def test_doctor_errors(jobkit: Invoke) -> None:
-    assert jobkit("doctor").err == "jobkit: give a job ID or --last (not both)\n"
+    assert jobkit("doctor").err == "jobkit: give one or more job IDs, or --last\n"
     missing = jobkit("doctor", "jknothere")
     assert (missing.code, missing.err) == (2, "jobkit: no tracked job 'jknothere'\n")
+
+
+def test_doctor_takes_several_ids_as_why_report_and_status_do(
+    jobkit: Invoke, tmp_path: Path
+) -> None:
+    failed = _job(tmp_path / "a", State.FAILED, 1, NODE_OUT)
+    ok = _job(tmp_path / "b", State.SUCCEEDED, 0, "all good\n")
+    shown = jobkit("doctor", failed, ok)
+    assert shown.code == 0, shown.err
+    blocks = shown.out.split("\n\n")
+    assert blocks[0].startswith(f"{failed}  t  (local {failed})  FAILED, exit 1\n")
+    assert "  cause       a rank raised a Python exception [python_exception]" in blocks[0]
+    assert blocks[1].startswith(f"{ok}  t  (local {ok})  SUCCEEDED, exit 0\n")
+    data = json.loads(jobkit("doctor", "--json", failed, ok).out)
+    assert [(d["jobkit_id"], d["outcome"]) for d in data] == [
+        (failed, "failed"),
+        (ok, "succeeded"),
+    ]
+
+
+def test_doctor_of_a_sweep_diagnoses_each_failed_task(jobkit: Invoke, tmp_path: Path) -> None:
+    """The user's words: "doctor/logs/why refuse a sweep id (status/report/plot take it)";
+    and `--last` after a sweep is that sweep (the last submission), not its last task."""
+    sweep = "jkswp01"
+    tasks = [
+        _job(tmp_path / "t0", State.SUCCEEDED, 0, "all good\n", (sweep, "0")),
+        _job(tmp_path / "t1", State.FAILED, 1, NODE_OUT, (sweep, "1")),
+        _job(tmp_path / "t2", State.SUCCEEDED, 0, "all good\n", (sweep, "2")),
+    ]
+    for words in ([sweep], ["--last"]):
+        shown = jobkit("doctor", *words)
+        assert shown.code == 0, shown.err
+        head, body = shown.out.split("\n\n", 1)
+        assert head == (
+            f"sweep {sweep}: 3 tasks (1 FAILED, 2 SUCCEEDED): each failed task diagnosed"
+        )
+        assert body.startswith(f"{tasks[1]}  t  (local {tasks[1]})  FAILED, exit 1\n")
+        assert "python_exception" in body and tasks[0] not in body
+    data = json.loads(jobkit("doctor", "--json", sweep).out)
+    assert data[0] == {"note": head}
+    assert [d["jobkit_id"] for d in data[1:]] == [tasks[1]]
+    why = jobkit("why", sweep)  # why takes the sweep too: each task
+    assert why.code == 0, why.err
+    assert all(task in why.out for task in tasks)
+    logs = jobkit("logs", sweep)  # logs keeps refusing, and names the tasks to pick from
+    assert (logs.code, logs.err) == (
+        2,
+        f"jobkit: '{sweep}' is a sweep of 3 jobs: name one task (task 0 {tasks[0]}, task 1"
+        f" {tasks[1]}, task 2 {tasks[2]}); `jobkit status {sweep}` lists them\n",
+    )
+
+
+def test_a_sweep_with_no_failed_or_running_task_says_so(jobkit: Invoke, tmp_path: Path) -> None:
+    sweep = "jkswp02"
+    _job(tmp_path / "t0", State.SUCCEEDED, 0, "all good\n", (sweep, "0"))
+    shown = jobkit("doctor", sweep)
+    assert (shown.code, shown.out) == (
+        0,
+        f"sweep {sweep}: 1 tasks (1 SUCCEEDED): no task failed or runs, nothing to diagnose\n",
+    )

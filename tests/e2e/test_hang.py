@@ -67,11 +67,13 @@ def submit(jobkit: Jobkit, spec: Path) -> str:
 
 
 def wait_stalled(jobkit: Jobkit, job: str, timeout: float) -> dict[str, object]:
-    """Poll `jobkit status --json JOB` until it carries "stalled"."""
+    """Poll `jobkit status --json JOB` until it carries "stalled" while training (a loaded
+    machine's slow start-up, over monitor.stall_after's 5 s here, is a stall in setup)."""
     deadline = time.monotonic() + timeout
     while True:
         record = jobkit.status(job)
-        if record.get("stalled"):
+        stalled: Any = record.get("stalled")
+        if stalled and all(rank["phase"] == "train" for rank in stalled["ranks"]):
             return record
         assert record["state"] in ("QUEUED", "RUNNING"), record
         assert time.monotonic() < deadline, f"{job} not STALLED after {timeout} s: {record}"
@@ -131,12 +133,23 @@ def test_a_local_job_stuck_in_a_collective(
         stalled = record["stalled"]
         assert isinstance(stalled, dict) and stalled["threshold_s"] == 5.0
         assert sorted(r["rank"] for r in stalled["ranks"]) == [0, 1], stalled
+        # The step reached, not the first beat's (steps are far faster than a write a second),
+        # and the STALLED age counted from it.
+        assert stalled["last_step"] == HANG_STEP - 1, stalled
+        assert {r["step"] for r in stalled["ranks"]} == {HANG_STEP - 1}, stalled
         check_status_shows_it(jobkit, job)
         started = time.monotonic()
         report = doctor_hang(jobkit, job, monkeypatch)
         took = time.monotonic() - started
         check_stuck_rank_named(report.to_dict(), "\n".join(report.lines()))
         figures(stacks_s=round(took, 2), since_progress_s=stalled["since_progress_s"])
+        answer = json.loads(jobkit.run("doctor", "--json", job, timeout=180).stdout)
+        assert (answer["class"], answer["rank"], answer["node"]) == ("stalled", 1, 0), answer
+        assert answer["summary"].startswith("no rank advanced for "), answer
+        assert (
+            f"(last step {HANG_STEP - 1}); rank 1 in sleep_before_all_reduce" in (answer["summary"])
+        ), answer
+        assert answer["one_line"].startswith("the job is stalled on rank 1 ("), answer
     finally:
         jobkit.run("cancel", job)
     assert jobkit.wait_state(job, {"CANCELLED"}, timeout=120)["state"] == "CANCELLED"

@@ -48,7 +48,8 @@ def _clean_env(home: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv (no system site packages) with the built wheel and its `train` extra."""
+    """A fresh venv (no system site packages) with the built wheel and its `all` extra: the
+    README's install line, which gives every verb its full feature."""
     root = tmp_path_factory.mktemp("installed")
     env = _clean_env(root / "home")
     venv = root / "venv"
@@ -57,8 +58,12 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     started = time.monotonic()
     _run([*pip, "wheel", "--no-deps", "-w", str(root / "dist"), str(REPO)], root, env, 600)
     (wheel,) = (root / "dist").glob("jobkit-*.whl")
-    _run([*pip, "install", "-c", str(CONSTRAINTS), f"{wheel}[train]"], root, env, 900)
+    _run([*pip, "install", "-c", str(CONSTRAINTS), f"{wheel}[all]"], root, env, 900)
     print(f"wheel built and installed with torch in {time.monotonic() - started:.0f} s")
+    # `jobkit plot` (matplotlib, plotext) and doctor's stacks of a hung job (py-spy next to
+    # the job's Python: docs/hangs.md) work without a second install.
+    assert (venv / "bin" / "py-spy").is_file()
+    _run([str(venv / "bin" / "python"), "-c", "import matplotlib, plotext, torch"], root, env, 120)
     return venv
 
 

@@ -151,3 +151,62 @@ def test_mismatched_collectives_name_the_smaller_group() -> None:
     found = compare(stacks)
     assert found.odd_ranks == (2,) and found.unknown_ranks == (3,)
     assert found.to_dict()["differing_ranks"] == [2]
+
+
+class WithoutPySpy(LocalBackend):
+    """The local backend on a node where py-spy is not installed (neither next to the job's
+    python nor jobkit's, nor on PATH): what a `pip install jobkit[train]` left."""
+
+    def on_node_argv(
+        self, job: TrackedJob, node: str, node_index: int | None, argv: Sequence[str]
+    ) -> list[str] | None:
+        shell, flag, script, name, _job_spy, _our_spy, *pids = argv
+        return ["env", "PATH=/usr/bin:/bin", shell, flag, script, name, "/gone", "/gone", *pids]
+
+
+def stalled_diagnosis(beats: list[RankBeat], stacks: list[RankStack]) -> dict[str, object]:
+    """`jobkit doctor --json`'s answer for a running job with no error in its logs whose
+    ranks stopped advancing 10 minutes ago at step 10."""
+    from jobkit.doctor.diagnosis import Diagnosis
+    from jobkit.hang.report import HangReport, no_stack_note
+    from jobkit.hang.stall import progress_of
+
+    progress = progress_of(beats, 600.0, 60.0)
+    assert progress is not None and progress.stalled
+    notes = (no_stack_note(tuple(stacks)),) if not any(s.frames for s in stacks) else ()
+    report = HangReport(progress, tuple(stacks), compare(stacks), notes)
+    diagnosis = Diagnosis("jk1", "x", "local", None, "RUNNING", None, None, "running")
+    diagnosis.add_hang(report)
+    assert "\n".join(diagnosis.lines())  # the text renders
+    return diagnosis.to_dict()
+
+
+def test_a_hang_without_py_spy_says_so_in_one_line_with_the_install_command(
+    tmp_path: Path, ranks: list[subprocess.Popen[str]]
+) -> None:
+    """The user's words: doctor on a hung job "silently loses py-spy stacks": no stack could
+    be collected, no rank named, and the summary does not say why."""
+    beats = start(ranks, "all_reduce", "load_batch")
+    stacks = collect_stacks(WithoutPySpy(), job(tmp_path), beats)
+    data = stalled_diagnosis(beats, stacks)
+    why = (
+        "no stack could be collected: py-spy is not installed where the job runs (here):"
+        " pip install 'jobkit[debug]' into the job's environment"
+    )
+    assert data["summary"] == f"no rank advanced for 10m (last step 9); {why}"
+    assert data["class"] == "stalled" and data["rank"] is None
+    assert data["one_line"] == f"the job is stalled: {data['summary']}"[:137] + "..."
+
+
+def test_a_hang_in_doctor_json_names_the_rank_node_and_summary(
+    tmp_path: Path, ranks: list[subprocess.Popen[str]]
+) -> None:
+    """The user's words: "`doctor --json` for a hang has rank/node/summary/one_line null"."""
+    beats = start(ranks, "all_reduce", "load_batch")
+    data = stalled_diagnosis(beats, collect_stacks(LocalBackend(), job(tmp_path), beats))
+    assert (data["class"], data["rank"], data["host"], data["node"]) == ("stalled", 1, "here", 0)
+    assert data["summary"] == (
+        "no rank advanced for 10m (last step 9); rank 1 in load_batch (<string>:6) <"
+        " <module> (<string>:7) while rank 0 waits in all_reduce"
+    )
+    assert str(data["one_line"]).startswith("the job is stalled on rank 1 (here): no rank adv")

@@ -57,6 +57,31 @@ def test_the_trainer_writes_an_atomic_rate_limited_heartbeat(tmp_path: Path) -> 
     assert [p.name for p in path.parent.iterdir()] == ["rank-3.json"]  # no temp file left
 
 
+def test_fast_steps_then_a_hang_show_the_step_reached_and_its_age(tmp_path: Path) -> None:
+    """The user's words: "last noted step 0 for both ranks while the log shows step 10/400".
+    Ten fast steps (well within the once-a-second write limit), then the rank hangs: the
+    file must say step 10, dated when step 10 was reached, not the first beat's step 0."""
+    heart = Heartbeat(tmp_path, 0, {}, every_s=0.3)
+    heart.start_training(0, 400)
+    for step in range(1, 11):
+        heart.tick(step)
+    reached = time.time()
+    path = tmp_path / HEARTBEAT_DIR / "rank-0.json"
+    deadline = time.monotonic() + 10
+    while json.loads(path.read_text())["step"] != 10:  # the flusher writes within ~2 intervals
+        assert time.monotonic() < deadline, path.read_text()
+        time.sleep(0.05)
+    written = json.loads(path.read_text())
+    assert abs(written["time"] - reached) < 0.25, (written["time"], reached)
+    assert (written["total"], written["first_step"]) == (400, 0)
+    found = progress_of(read_beats(tmp_path), reached + 30, 20)
+    assert found is not None and found.stalled and found.last_step == 10
+    assert found.label() == "STALLED 30s"
+    time.sleep(0.7)  # no newer step: the flusher leaves the file alone
+    assert json.loads(path.read_text()) == written
+    heart.write(10, DONE)
+
+
 def test_an_unwritable_run_folder_warns_once_and_never_raises(tmp_path: Path) -> None:
     (tmp_path / HEARTBEAT_DIR).write_text("a file where the folder should be")
     warnings: list[str] = []
@@ -127,6 +152,53 @@ def test_status_shows_a_stalled_running_job(tmp_path: Path) -> None:
     assert data["stalled"]["last_step"] == 12 and data["stalled"]["threshold_s"] == 300.0
     assert [(r["rank"], r["age_s"] >= 725) for r in ranks] == [(0, True), (1, True)]
     assert "stalled" not in with_stall(record.to_dict(), record, at + 10)
+
+
+def test_status_shows_step_total_percent_and_eta_of_a_training_job(tmp_path: Path) -> None:
+    """The user's words: users expect `RUNNING step 1,200/5,000 (24%) ETA 1:32:00` in status,
+    from the trainer's heartbeats (the step, train.steps, when this run's training began)."""
+    now = time.time()
+    reached = now - 2.0  # step 1,200 was reached 2 s ago
+    seconds_per_step = (5520 + 2) / 3800  # 3,800 steps left take 1:32:00 from now
+    folder = tmp_path / HEARTBEAT_DIR
+    folder.mkdir()
+    for rank in (0, 1):
+        beat_json = {
+            "rank": rank,
+            "pid": 1,
+            "node": f"n{rank + 1}",
+            "step": 1200 - rank,
+            "phase": "train",
+            "time": reached,
+            "total": 5000,
+            "first_step": 0,
+            "first_time": reached - 1200 * seconds_per_step,
+        }
+        (folder / f"rank-{rank}.json").write_text(json.dumps(beat_json))
+    record = running(tmp_path, stall_after=600)
+    assert state_text(record, now) == "RUNNING step 1,200/5,000 (24%) ETA 1:32:00"
+    data = with_stall(record.to_dict(), record, now)
+    assert data["progress"] == {
+        "step": 1200,
+        "total": 5000,
+        "percent": 24.0,
+        "steps_per_s": round(1 / seconds_per_step, 3),
+        "eta_s": 5520,
+    }
+    assert "stalled" not in data
+    assert state_text(record, now + 3600) == "RUNNING (STALLED 1h00m)"  # stalled wins
+
+
+def test_the_trainer_writes_what_progress_needs(tmp_path: Path) -> None:
+    """A resumed run (from step 1,000) counts its rate from its own start."""
+    heart = Heartbeat(tmp_path, 0, {}, every_s=0.0)
+    heart.start_training(1000, 5000)
+    time.sleep(0.05)
+    heart.tick(1010)
+    (found,) = read_beats(tmp_path)
+    assert (found.step, found.total, found.first_step) == (1010, 5000, 1000)
+    assert found.steps_per_s is not None and 10 / 0.5 < found.steps_per_s < 10 / 0.04
+    heart.write(1010, DONE)
 
 
 def test_only_running_jobs_are_looked_at(tmp_path: Path) -> None:

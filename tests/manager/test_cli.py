@@ -222,7 +222,7 @@ def _record(state: str, exit_code: int | None = None, signal: int | None = None)
         ("FAILED", None, None, 1, "-"),
         ("CANCELLED", 0, 15, 143, "sig 15"),
         ("CANCELLED", None, None, 1, "-"),
-        ("TIMEOUT", 0, None, 1, "0"),
+        ("TIMEOUT", 0, None, 1, "-"),  # sacct 0:0 is not the program's code
         ("OUT_OF_MEMORY", 0, 9, 137, "sig 9"),
         ("FAILED", 300, None, 1, "300"),
     ],
@@ -251,3 +251,22 @@ def test_unavailable_backend_is_a_warning_not_a_crash(
         " 'jobkit.backends.no_such_module'); showing states from 0s ago"
     )
     assert rec.jobkit_id in result.out and "QUEUED" in result.out
+
+
+def test_timeout_and_cancelled_rows_show_no_exit_0(jobkit: Invoke) -> None:
+    """The user's words: "TIMEOUT and CANCELLED rows show EXIT 0". sacct reports `0:0` for a
+    job Slurm ended at its time limit and for a cancelled one: not the program's exit code."""
+    with Store() as store:
+        ended = {
+            state: _finished(store, state.value.lower(), state, exit_code=0, signal=sig)
+            for state, sig in ((State.TIMEOUT, None), (State.CANCELLED, None))
+        }
+        killed = _finished(store, "killed", State.CANCELLED, exit_code=0, signal=15)
+        records = [store.get(job) for job in (*ended.values(), killed)]
+    assert [format_exit(r) for r in records] == ["-", "-", "sig 15"]
+    table = jobkit("status").out
+    for job in ended.values():
+        row = next(line for line in table.splitlines() if line.startswith(f"{job} "))
+        assert row.split()[-1] == "-", row
+    detail = jobkit("status", ended[State.TIMEOUT]).out
+    assert "\n  exit code   -\n" in detail, detail

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,52 @@ def test_a_pbs_sweep_tracks_each_task_in_its_own_run_folder(
         out = Path(task["log_paths"]["out"]).read_text()
         assert f"sweep task {task['task']}: x={value}" in out, out
     assert len({t["log_paths"]["out"] for t in tasks}) == 2
+
+
+@pytest.mark.slurm
+@pytest.mark.usefixtures("slurm_cluster")
+def test_last_is_the_last_submission_a_whole_1000_task_sweep(jobkit: Invoke, workdir: Path) -> None:
+    """The user's words: "`cancel --last` after submitting a 1,000-task sweep cancels its last
+    task only (999 stay queued) and `report --last` reports one task". The array is held
+    (`--hold`), so no task takes a node from the other tests."""
+    spec = workdir / "big.yaml"
+    spec.write_text(
+        json.dumps(
+            {
+                "name": "big-sweep",
+                "backend": "slurm",
+                "launch": {"launcher": "srun"},
+                "resources": {"partition": "debug", "time": 1},
+                "scheduler": {"extra": ["--hold"]},
+                "run": {"command": ["true"]},
+                "sweep": {"grid": {"i": list(range(1000))}},
+            }
+        )
+    )
+    result = jobkit("submit", str(spec), "--no-check", "--json")
+    assert result.code == 0, result.err
+    rows = json.loads(jobkit("status", "--json").out)
+    assert len(rows) == 1000 and len({r["sweep_id"] for r in rows}) == 1
+    sweep_id, array = rows[0]["sweep_id"], rows[0]["scheduler_id"].split("_")[0]
+    try:
+        shown = jobkit("status", "--last")
+        assert shown.code == 0, shown.err
+        assert f"{sweep_id}" in shown.out and "1000 tasks" in shown.out, shown.out
+        reported = json.loads(jobkit("report", "--last", "--json").out)
+        assert [r["sweep_id"] for r in reported] == [sweep_id]
+        assert len(reported[0]["tasks"]) == 1000
+        cancelled = jobkit("cancel", "--last", "--json")
+        assert cancelled.code == 0, cancelled.err
+        queued = subprocess.run(
+            ["squeue", "-h", "-r", "-j", array, "-o", "%i %T"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.split()
+        assert [w for w in queued if w in ("PENDING", "RUNNING")] == [], queued[:10]
+        states = {
+            r["state"] for r in json.loads(jobkit("status", "--json", sweep_id).out)[0]["tasks"]
+        }
+        assert states == {"CANCELLED"}, states
+    finally:
+        subprocess.run(["scancel", array], capture_output=True, check=False)

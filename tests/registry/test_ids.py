@@ -106,3 +106,61 @@ def test_grid_engine_array_task(store: Store, monkeypatch: pytest.MonkeyPatch) -
     assert resolve_job_task(store, "13.2")[1] == "2"
     assert resolve_job_task(store, "13_3")[1] == "3"
     assert resolve_job_task(store, "13")[1] is None
+
+
+@pytest.mark.parametrize("prefix", ["jk", "j", "JK"])
+def test_a_prefix_matching_every_job_is_ambiguous_not_unknown(
+    store: Store,
+    jobkit,  # type: ignore[no-untyped-def]
+    prefix: str,
+) -> None:
+    """The user's words: "a prefix matching every job says 'no tracked job' instead of
+    'ambiguous'"."""
+    with pytest.raises(AmbiguousJobError) as err:
+        resolve_job(store, prefix)
+    assert err.value.show().startswith(f"job id '{prefix}' is ambiguous: jkqq777 (pending,")
+    assert len(err.value.candidates) == 4
+    for verb in ("status", "doctor", "why", "report", "logs", "cancel"):
+        result = jobkit(verb, prefix)
+        assert result.code == 2, (verb, result.err)
+        assert result.err.startswith(f"jobkit: job id '{prefix}' is ambiguous: "), (verb, result)
+
+
+def test_last_is_the_last_submission_a_sweep_or_one_retried_task() -> None:
+    """`--last` after a sweep is the whole sweep; after `jobkit retry` of one of its tasks (a
+    later attempt of that task) it is that task alone."""
+    from jobkit.registry.ids import with_last
+
+    with Store() as store:
+        first = store.create_intent(
+            backend="local",
+            name="sw",
+            spec={},
+            script="",
+            workdir=Path("/w"),
+            sweep_id="jkswp09",
+            task="0",
+        )
+        store.create_intent(
+            backend="local",
+            name="sw",
+            spec={},
+            script="",
+            workdir=Path("/w"),
+            sweep_id="jkswp09",
+            task="1",
+        )
+        assert with_last(store, ["jkx"], True) == ["jkswp09", "jkx"]
+        retried = store.create_intent(
+            backend="local",
+            name="sw",
+            spec={},
+            script="",
+            workdir=Path("/w"),
+            sweep_id="jkswp09",
+            task="0",
+            run_id=first.jobkit_id,
+            attempt=2,
+        )
+        assert with_last(store, [], True) == [retried.jobkit_id]
+        assert with_last(store, ["a"], False) == ["a"]

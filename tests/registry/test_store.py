@@ -254,7 +254,13 @@ def test_find_by_prefix_and_scheduler_id() -> None:
         assert [r.jobkit_id for r in store.find("4242;east")] == [a.jobkit_id]
         assert [r.jobkit_id for r in store.find("4242_3")] == [a.jobkit_id]
         assert [r.jobkit_id for r in store.find("77")] == [b.jobkit_id]
-        assert store.find("424") == [] and store.find("jk") == []
+        assert store.find("424") == []
+        both = {a.jobkit_id, b.jobkit_id}  # "jk" and "j": every job (ambiguous, not unknown)
+        assert (
+            {r.jobkit_id for r in store.find("jk")}
+            == both
+            == {r.jobkit_id for r in store.find("j")}
+        )
 
 
 @pytest.mark.parametrize(

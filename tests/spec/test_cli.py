@@ -309,3 +309,27 @@ def test_render_error_still_exits_2_with_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1 and "resources.nodes: must be >= 1" in done.stderr
+
+
+def test_render_json_has_the_script_the_submit_command_and_the_resolved_spec(
+    cli: CliRunner, in_tmp: Path
+) -> None:
+    """The user's words: "`render` has no `--json`". The script in it is byte for byte what
+    `render` prints; the spec is the one submit uses (defaults and --set applied)."""
+    (in_tmp / "job.yaml").write_text(GOOD, encoding="utf-8")
+    plain = cli("render", "job.yaml", "--set", "resources.nodes=2")
+    result = cli("render", "job.yaml", "--set", "resources.nodes=2", "--json")
+    assert (result.code, result.err) == (0, ""), result.err
+    data = json.loads(result.out)
+    assert data["script"] == plain.out
+    assert (data["backend"], data["name"], data["spec_file"]) == ("slurm", "demo", "job.yaml")
+    assert data["argv"] == ["sbatch", "--parsable", "--comment=jobkit:<token>", "SCRIPT"]
+    assert data["spec"]["resources"]["nodes"] == 2
+    assert data["spec"]["monitor"]["stall_after"] == 600  # a default, resolved
+    assert data["script_file"] is None and data["node_rank"] is None
+    written = cli("render", "job.yaml", "--json", "-o", "job.sh")
+    assert written.code == 0, written.err
+    data = json.loads(written.out)
+    assert data["script_file"] == str(in_tmp / "job.sh")
+    assert data["argv"][-1] == "job.sh"
+    assert (in_tmp / "job.sh").read_text() == data["script"]

@@ -425,7 +425,7 @@ CASES: list[tuple[str, str, tuple[str, ...], str]] = [
         " --template-dir)",
     ),
     (
-        "first-error-by-line",
+        "every-error-in-file-order",
         spec("""
             name: demo
             launch:
@@ -435,7 +435,8 @@ CASES: list[tuple[str, str, tuple[str, ...], str]] = [
             """)
         + OK_RUN,
         (),
-        "job.yaml:3: launch.nproc_per_node: must be an integer or 'auto' (got 'x')",
+        "job.yaml:3: launch.nproc_per_node: must be an integer or 'auto' (got 'x')\n"
+        "jobkit: job.yaml:5: resources.nodes: must be >= 1 (got 0)",
     ),
     (
         "set-without-equals",
@@ -492,6 +493,38 @@ def test_bad_spec_is_one_line(
     assert result.err == f"jobkit: {expected}\n"
 
 
+def test_every_schema_error_is_reported_at_once(cli: CliRunner, in_tmp: Path) -> None:
+    """The user's words: "spec validation reports only its first schema error". Each error
+    is its own `file:line: key: message` line, in file order; `jobkit check` lists the same."""
+    (in_tmp / "job.yaml").write_text(
+        spec("""
+            name: bad job
+            resources:
+              nodes: 0
+              gpus_per_node: many
+              tme: "01:00:00"
+            launch:
+              nproc_per_node: -1
+            """)
+        + OK_RUN,
+        encoding="utf-8",
+    )
+    expected = [
+        "job.yaml:1: name: must start with a letter or digit and hold only letters, digits and"
+        " . _ + - (at most 128 characters; got 'bad job')",
+        "job.yaml:3: resources.nodes: must be >= 1 (got 0)",
+        "job.yaml:4: resources.gpus_per_node: must be an integer (got 'many')",
+        "job.yaml:5: resources.tme: unknown key (did you mean 'time'?)",
+        "job.yaml:7: launch.nproc_per_node: must be between 1 and 1024 (got -1)",
+    ]
+    result = cli("render", "job.yaml")
+    assert (result.code, result.out) == (2, "")
+    assert result.err.splitlines() == [f"jobkit: {line}" for line in expected]
+    checked = cli("check", "job.yaml")
+    assert checked.code != 0
+    assert [line for line in expected if line in checked.out + checked.err] == expected
+
+
 def test_at_least_25_cases() -> None:
     assert len(CASES) >= 25
     assert len({case[0] for case in CASES}) == len(CASES)
@@ -539,8 +572,8 @@ def test_alias_bomb_is_refused(cli: CliRunner, in_tmp: Path) -> None:
 
 
 def test_errors_never_show_a_traceback(cli: CliRunner, in_tmp: Path) -> None:
-    for _, text, args, _ in CASES:
+    for _, text, args, expected in CASES:
         (in_tmp / "job.yaml").write_text(text, encoding="utf-8")
         result = cli("render", "job.yaml", *args)
         assert "Traceback" not in result.err
-        assert result.err.count("\n") == 1
+        assert result.err.count("\n") == expected.count("\n") + 1  # one line per error

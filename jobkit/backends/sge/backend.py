@@ -155,10 +155,12 @@ class SgeBackend(BatchScheduler):
     # -- polling ----------------------------------------------------------------------------
 
     def poll(self, jobs: Sequence[TrackedJob]) -> dict[str, Observation]:
-        """One qstat -xml of this user's jobs; one qacct for the jobs it no longer shows."""
+        """One qstat -xml of this user's jobs; one qacct for the jobs it no longer shows.
+        `-g t`: a parallel job's row on every host it runs on (MASTER and SLAVE), not only
+        the master's."""
         if not jobs:
             return {}
-        argv = ["qstat", "-xml", "-u", getpass.getuser()]
+        argv = ["qstat", "-xml", "-g", "t", "-u", getpass.getuser()]
         live: dict[str, list[LiveJob]] = defaultdict(list)
         for row in _parse(
             argv, proc.run(GRID_ENGINE.argv(argv), timeout=self.query_timeout_s).stdout
@@ -305,7 +307,11 @@ def _live_observation(rows: Sequence[LiveJob]) -> Observation:
     reason = None
     if any("E" in row.letters for row in rows):
         reason = "in Grid Engine's error state (Eqw): `qstat -j ID` says why; qmod -cj clears it"
-    return Observation(state, raw, "qstat", reason=reason, nodes=",".join(hosts) or None)
+    starts = [row.started_at for row in rows if row.started_at is not None]
+    elapsed = max(time.time() - min(starts), 0.0) if state == State.RUNNING and starts else None
+    return Observation(
+        state, raw, "qstat", reason=reason, nodes=",".join(hosts) or None, elapsed_s=elapsed
+    )
 
 
 def _cancelled_file(job: TrackedJob) -> Path:

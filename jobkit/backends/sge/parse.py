@@ -47,6 +47,18 @@ class LiveJob:
     queue: str | None
     slots: int | None
     tasks: str | None
+    started_at: float | None = None
+    """JAT_start_time (a running job or task), epoch seconds."""
+
+
+def _local_time(text: str | None) -> float | None:
+    """qstat -xml's `2026-11-26T08:13:38` (the qmaster's local time) as epoch seconds."""
+    import time
+
+    try:
+        return time.mktime(time.strptime((text or "").strip()[:19], "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
 
 
 def parse_qstat_xml(text: str) -> list[LiveJob]:
@@ -68,6 +80,7 @@ def parse_qstat_xml(text: str) -> list[LiveJob]:
                 queue=(item.findtext("queue_name") or "").strip() or None,
                 slots=int(slots) if slots.isdigit() else None,
                 tasks=(item.findtext("tasks") or "").strip() or None,
+                started_at=_local_time(item.findtext("JAT_start_time")),
             )
         )
     return rows
@@ -88,6 +101,10 @@ class FinishedRun:
     """ru_maxrss as qacct prints it (`4.504KB`): resident memory, not maxvmem (virtual)."""
     cpu: str | None
     deleted: bool
+    start_time: str | None = None
+    end_time: str | None = None
+    """qacct's start_time and end_time as printed (ctime, local time): the hosts of one run
+    of a parallel job (a record each) overlap in time; a requeued job's runs do not."""
 
 
 _SEPARATOR = re.compile(r"^={10,}\s*$")
@@ -138,6 +155,8 @@ def parse_qacct(text: str) -> list[FinishedRun]:
                 cpu=block.get("cpu"),
                 deleted=block.get("deleted_by", "NONE") not in ("NONE", "")
                 or "qdel" in failed_text.lower(),
+                start_time=block.get("start_time") or None,
+                end_time=block.get("end_time") or None,
             )
         )
     return runs

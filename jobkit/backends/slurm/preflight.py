@@ -63,7 +63,8 @@ class Request:
     account: str | None
     qos: str | None
     cpu_key: str = "resources.cpus_per_process"
-    """The spec key that sets the CPUs (cpus_per_task when given)."""
+    """The spec key that sets the CPUs (cpus_per_task when given; launch.nproc_per_node when
+    neither is: one CPU per process then)."""
 
     @classmethod
     def of(cls, spec: JobSpec) -> Request:
@@ -80,8 +81,15 @@ class Request:
             qos=res.qos,
             cpu_key="resources.cpus_per_task"
             if res.cpus_per_task
-            else "resources.cpus_per_process",
+            else "resources.cpus_per_process"
+            if res.cpus_per_process
+            else "launch.nproc_per_node",
         )
+
+    @property
+    def gpu_key(self) -> str:
+        """The spec key behind the GPU request: gpu_type only when the user set one."""
+        return "resources.gpu_type" if self.gpu_type else "resources.gpus_per_node"
 
     def total(self, tres: str) -> int | None:
         """The whole job's count of one TRES (`cpu`, `node`, `mem` in MB, `gres/gpu`)."""
@@ -155,7 +163,7 @@ def preflight(
         findings += found
         checked.append("association and QoS limits")
         notes += [note] if note else []
-        tested, note = test_only(script, workdir, timeout)
+        tested, note = test_only(script, workdir, timeout, request)
         checked.append("sbatch --test-only")
         findings += [t for t in tested if not any(_same_key(t.key, f.key) for f in findings)]
         notes += [note] if note else []
@@ -220,17 +228,25 @@ def partition_limits(request: Request, name: str, fields: dict[str, str]) -> lis
 
 
 def node_fit(request: Request, partition: str, nodes: Sequence[Node]) -> list[Finding]:
-    """GPU type, memory and node count against the partition's nodes."""
+    """GPU type, CPUs, memory and node count against the partition's nodes."""
     if not nodes:
         return []
     found: list[Finding] = []
+    most_cpus = max(node.cpus for node in nodes)
+    if request.cpus_per_node > most_cpus:
+        found.append(
+            Finding(
+                request.cpu_key,
+                f"asks for {request.cpus_per_node} CPUs per node; no node of partition"
+                f" {partition} has more than {most_cpus}",
+            )
+        )
     if request.gpus_per_node:
         types = set().union(*(node.gpu_types() for node in nodes))
         if not types:
-            key = "resources.gpu_type" if request.gpu_type else "resources.gpus_per_node"
             found.append(
                 Finding(
-                    key,
+                    request.gpu_key,
                     f"no node of partition {partition} has GPUs (its nodes' GRES: {_gres(nodes)})",
                 )
             )
@@ -329,7 +345,9 @@ def accounting_limits(
     return found, None
 
 
-def test_only(script: str, workdir: Path, timeout: float) -> tuple[list[Finding], str | None]:
+def test_only(
+    script: str, workdir: Path, timeout: float, request: Request | None = None
+) -> tuple[list[Finding], str | None]:
     """`sbatch --test-only` of the script: its refusal as findings, or its start estimate."""
     from jobkit.core import proc
 
@@ -343,17 +361,20 @@ def test_only(script: str, workdir: Path, timeout: float) -> tuple[list[Finding]
             note = f"sbatch --test-only: would start at {start} on {nodes} in partition {partition}"
             return [], f"{note} ({ESTIMATE_LABEL})"
         return [], None
-    return [translate_refusal(said)], None
+    return [translate_refusal(said, request)], None
 
 
-def translate_refusal(said: str) -> Finding:
-    """sbatch's refusal -> the key at fault and what it means, sbatch's words kept."""
+def translate_refusal(said: str, request: Request | None = None) -> Finding:
+    """sbatch's refusal -> the key at fault and what it means, sbatch's words kept. With the
+    request, a GPU refusal names the key the user set (gpus_per_node when no gpu_type)."""
     words = said
     for prefix in ("sbatch: error: ", "sbatch: fatal: ", "Batch job submission failed: "):
         words = words.replace(prefix, "")
     lower = words.lower()
     for needle, key, meaning in _SBATCH_WORDS:
         if needle in lower:
+            if key == "resources.gpu_type" and request is not None:
+                key = request.gpu_key
             return Finding(key, f"{meaning} (sbatch --test-only: {words})")
     if "mutually exclusive" in lower and "--mem" in lower:
         return Finding(

@@ -16,8 +16,9 @@ import contextlib
 import io
 import math
 import shlex
+import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,12 +62,27 @@ RENDER_NOTE = """\
 """
 
 
+@contextlib.contextmanager
+def _srun_assumed(executor_class: Any) -> Iterator[None]:
+    """submitit's SlurmExecutor refuses to be built where `srun` is not on PATH (a laptop),
+    although writing its sbatch file runs nothing: `jobkit render` is pure, so while the
+    executor is built its Slurm detection answers "present" (restored at once; the submit
+    path keeps the real detection and refuses in one line)."""
+    real = executor_class.__dict__["affinity"]
+    executor_class.affinity = classmethod(lambda cls: 2)
+    try:
+        yield
+    finally:
+        executor_class.affinity = real
+
+
 def sbatch_text(spec: JobSpec, workdir: Path, token: str = TOKEN_PLACEHOLDER) -> str:
     """The sbatch file submitit would write for `spec` (nothing is submitted or written),
     with jobkit's note after the first line."""
     import submitit
 
-    executor = submitit.AutoExecutor(folder=folder_pattern(spec, workdir), cluster="slurm")
+    with _srun_assumed(submitit.SlurmExecutor):
+        executor = submitit.AutoExecutor(folder=folder_pattern(spec, workdir), cluster="slurm")
     try:
         executor.update_parameters(**executor_parameters(spec, token))
     except ValueError as err:
@@ -258,6 +274,11 @@ class SubmititBackend(Backend):
             if spec.run.train is not None
             else submitit_job.CommandJob(program)
         )
+        if shutil.which("srun") is None:
+            raise JobkitError(
+                "the submitit backend submits through Slurm, and no srun is on PATH here:"
+                " submit from a Slurm login node (`jobkit render` shows the sbatch file anywhere)"
+            )
         executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
         try:
             executor.update_parameters(**params)
