@@ -101,6 +101,10 @@ def render(
 
         backend = get_backend(loaded.spec.backend)
         script = backend.script(loaded.spec, loaded.template_dir, Path.cwd())
+    from jobkit.render.notes import spec_notes
+
+    for note in spec_notes(loaded.spec):  # what a seed-style spec may not expect: said
+        click.echo(f"jobkit: note: {note}", err=True)
     if output is None:
         sys.stdout.write(script)
         sys.stdout.flush()

@@ -240,7 +240,15 @@ Checks across keys (each reported at the key named first):
   allocates one (slurm; the others refuse it naming the key) and `launch.launcher: torchrun`
   with `launch.rdzv: c10d`; MIN <= MAX.
 - `env.nccl.nsocks_perthread`: `socket_nthreads` x `nsocks_perthread` at most 64 (NCCL's limit).
-- `launch.launcher`: `srun` needs backend `slurm` or `submitit`; `mpirun` needs `slurm` or `pbs`.
+- `launch.launcher`: `srun` needs backend `slurm` or `submitit`; `mpirun` needs `slurm` or `pbs`;
+  `none` any backend but `submitit`, and the bundled trainer only with one process per node.
+- `run.command`: a command that is itself a launcher (`torchrun ...`, `python -m
+  torch.distributed.run`, `srun`, `mpirun`/`mpiexec`, `deepspeed`, `accelerate launch`) needs
+  `launch.launcher: none` (it would run a launcher inside jobkit's: 2x2 processes, two
+  rendezvous).
+- `launch.extra_args`: not with launcher `none` or `spawn` (nothing to pass them to); each entry
+  must split like a shell.
+- `resources.nodes` with backend `ssh`: the number of `ssh.hosts`, which it is when not given.
 - `resources.tasks_per_node`: 1 with `torchrun` (one torchrun per node starts every process);
   with `srun`/`mpirun` it must equal `launch.nproc_per_node`.
 - `launch.nproc_per_node`: at most `resources.gpus_per_node` on a GPU job; 1 to 1024.
@@ -263,9 +271,12 @@ Checks across keys (each reported at the key named first):
 `resources.cpus_per_process` is what the seeds' "CPU cores per GPU" means: the cores of each
 training process, whatever the launcher. jobkit asks the scheduler for the per-task count that
 gives each process that many, and exports `OMP_NUM_THREADS` with it (your `env.vars` win).
-`resources.cpus_per_task` is passed as given, per scheduler task, so its meaning changes with
-the launcher; give one of the two, not both. With `nproc_per_node: 4` and
-`cpus_per_process: 8`:
+`resources.cpus_per_task` means the same (a seed's `cpus_per_task: 4` is "4 cores per GPU"):
+where one scheduler task starts several processes (torchrun: one task per node), the task asks
+for it times `nproc_per_node`, and `jobkit render`, `submit` and `check` say so in one line
+(`resources.cpus_per_task 4 is taken per process ...: each node's one torchrun task asks for 4 x
+2 = 8 CPUs`); give one of the two, not both. With `nproc_per_node: 4` and `cpus_per_process: 8`
+(or `cpus_per_task: 8`):
 
 | backend | launcher | scheduler tasks per node | CPUs asked for each task | OMP_NUM_THREADS |
 |---------|----------|--------------------------|--------------------------|-----------------|
@@ -277,8 +288,13 @@ the launcher; give one of the two, not both. With `nproc_per_node: 4` and
 | submitit | (one task per process) | 4 | `cpus_per_task=8` | 8 |
 | local, ssh | torchrun | - | nothing to ask | 8 |
 
-Neither given: nothing is asked for (PBS: 1 CPU per task), and a torchrun starting several
-processes gets `OMP_NUM_THREADS=1` (what torchrun sets anyway, without its warning banner).
+Neither given: nothing is asked for, so the scheduler's default holds (Slurm: 1 CPU per task;
+PBS: `ncpus=1` / `ppn=1` per task), shared by every process a task starts; render, submit and
+check say so in one line when a task starts several (`no CPU request ...: set
+resources.cpus_per_process`). jobkit does not choose a count for you: a node's CPUs are the
+site's to share out, and asking for more than a node has would leave the job pending forever.
+A torchrun starting several processes then gets `OMP_NUM_THREADS=1` (what torchrun sets anyway,
+without its warning banner).
 
 ## Logging and debugging: `env.log_level`, `env.debug`
 

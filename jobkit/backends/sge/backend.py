@@ -58,6 +58,11 @@ class SgeBackend(BatchScheduler):
 
     name = "sge"
     template = "sge/job.sh.j2"
+    launchers = ("torchrun", "none")
+    memory_key = (
+        "scheduler.extra (e.g. -l h_vmem=8G: Grid Engine sites name memory limits their own"
+        " way, and jobkit does not send resources.mem)"
+    )
     excludes_nodes = True
 
     @classmethod

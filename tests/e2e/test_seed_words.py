@@ -1,0 +1,165 @@
+"""Seeds' habits run for real (issue 24): the program's own exit code, a command that is its
+own launcher (launch.launcher none), srun tasks that get the torchrun variables, nproc auto
+counting the GPUs at run time, a local sweep's slots sharing the GPUs. Local jobs here; the
+Slurm ones on the test cluster's two nodes."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.cli import Jobkit
+
+ENV_LINE = (
+    'echo "seen node=$NODE_RANK nnodes=$NNODES rank=${RANK:-} world=${WORLD_SIZE:-}'
+    " local=${LOCAL_RANK:-} master=$MASTER_ADDR:$MASTER_PORT"
+    ' cvd=${CUDA_VISIBLE_DEVICES:-unset} nproc=$JOBKIT_NPROC_PER_NODE"'
+)
+"""What a task saw, one line (the seed's own script would read these variables)."""
+
+
+def _write_spec(folder: Path, name: str, text: str) -> str:
+    path = folder / f"{name}.yaml"
+    path.write_text(f"name: {name}\n{text}", encoding="utf-8")
+    return str(path)
+
+
+def _seen(run_dir: Path, name: str = "node-0.out") -> list[str]:
+    text = (run_dir / name).read_text()
+    return [line for line in text.splitlines() if line.startswith("seen ")]
+
+
+def test_local_exit_code_is_the_programs(jobkit: Jobkit, tmp_path: Path) -> None:
+    """`run.command: bash -c 'exit 3'` ends FAILED (exit 3), `submit --wait` exits 3, and
+    doctor names rank 0 from torchrun's root-cause block."""
+    spec = _write_spec(tmp_path, "exit3", "run:\n  command: bash -c 'exit 3'\n")
+    sub = jobkit.submit(spec, venv=False)
+    assert sub.returncode == 3, sub.explain()
+    assert f"{sub.jobkit_id} FAILED (exit 3)" in sub.stderr, sub.explain()
+    record = jobkit.status(sub.jobkit_id)
+    assert (record["state"], record["exit_code"]) == ("FAILED", 3), record
+    done = jobkit.run("doctor", "--json", sub.jobkit_id)
+    diagnosis = json.loads(done.stdout)
+    assert diagnosis["class"] == "program_exit", diagnosis
+    assert diagnosis["rank"] == 0, diagnosis
+    assert diagnosis["summary"] == "rank 0 exited with code 3 (torchrun's root cause)"
+
+
+def test_local_launcher_none_runs_the_command_once_with_its_exit_code(
+    jobkit: Jobkit, tmp_path: Path
+) -> None:
+    """launch.launcher none: the command as written, once, with NODE_RANK/NNODES (and, one
+    process per node, RANK/WORLD_SIZE) exported; its own exit code; no torchrun traceback."""
+    command = shlex.join(["sh", "-c", f"{ENV_LINE}; exit 4"])
+    spec = _write_spec(
+        tmp_path, "none", f"launch:\n  launcher: none\nrun:\n  command: {json.dumps(command)}\n"
+    )
+    sub = jobkit.submit(spec, venv=False)
+    assert sub.returncode == 4, sub.explain()
+    record = jobkit.status(sub.jobkit_id)
+    assert (record["state"], record["exit_code"]) == ("FAILED", 4), record
+    run_dir = Path(record["log_paths"]["run_dir"])
+    (line,) = _seen(run_dir)
+    assert line.startswith("seen node=0 nnodes=1 rank=0 world=1 local=0 master=127.0.0.1:"), line
+    assert "ChildFailedError" not in (run_dir / "node-0.out").read_text()
+
+
+def test_nproc_auto_counts_the_gpus_when_the_job_starts(
+    jobkit: Jobkit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Local, gpus_per_node unset, nproc_per_node auto: one process per GPU the host shows
+    (CUDA_VISIBLE_DEVICES stands for a 2-GPU box here), as torchrun's own auto."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    command = shlex.join(["sh", "-c", ENV_LINE])
+    spec = _write_spec(tmp_path, "auto", f"run:\n  command: {json.dumps(command)}\n")
+    sub = jobkit.submit(spec, venv=False)
+    assert sub.returncode == 0, sub.explain()
+    run_dir = Path(jobkit.status(sub.jobkit_id)["log_paths"]["run_dir"])
+    seen = sorted(_seen(run_dir))
+    assert [line.split(" local=")[0] for line in seen] == [
+        "seen node= nnodes= rank=0 world=2",
+        "seen node= nnodes= rank=1 world=2",
+    ], seen
+    assert "torchrun with 2 process(es)" in (run_dir / "node-0.out").read_text()
+
+
+def test_local_sweep_slots_get_their_own_gpus(jobkit: Jobkit, tmp_path: Path) -> None:
+    """max_parallel 2, gpus_per_node 1: the two tasks running side by side see GPU 0 and
+    GPU 1, not both GPU 0."""
+    command = shlex.join(["sh", "-c", f"{ENV_LINE}; sleep 2"])
+    spec = _write_spec(
+        tmp_path,
+        "slots",
+        "resources:\n  gpus_per_node: 1\n"
+        f"run:\n  command: {json.dumps(command)}\n"
+        "sweep:\n  grid: {x: [1, 2]}\n  max_parallel: 2\n",
+    )
+    sub = jobkit.run("submit", spec, *jobkit.common_sets(venv=False), "--wait", timeout=180)
+    assert sub.returncode == 0, sub.stdout + sub.stderr
+    seen = sorted(
+        line.split(" cvd=")[1].split()[0]
+        for run_dir in jobkit.logs_dir.iterdir()
+        if run_dir.is_dir() and run_dir.name.startswith("slots-")
+        for line in _seen(run_dir)
+    )
+    assert seen == ["0", "1"], seen
+
+
+@pytest.mark.slurm
+def test_srun_runs_a_plain_ddp_script_on_two_nodes(jobkit: Jobkit, slurm_cluster: object) -> None:
+    """The user's own env:// DDP script (examples/own_ddp.py, gloo) under launch.launcher
+    srun: each task gets RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT."""
+    sub = jobkit.submit(
+        "examples/own-script.yaml",
+        "--set",
+        "launch.launcher=srun",
+        "--set",
+        "run.command=python3 examples/own_ddp.py --epochs 1 --steps-per-epoch 5",
+    )
+    assert sub.returncode == 0, sub.explain()
+    record = jobkit.status(sub.jobkit_id)
+    assert (record["state"], record["exit_code"]) == ("SUCCEEDED", 0), record
+    run_dir = Path(record["log_paths"]["run_dir"])
+    for rank in (0, 1):
+        text = (run_dir / f"rank-{rank}.out").read_text()
+        assert f"rank {rank}/2 (local 0) on cpu" in text, text
+
+
+@pytest.mark.slurm
+def test_slurm_launcher_none_runs_the_seeds_torchrun_line(
+    jobkit: Jobkit, slurm_cluster: object
+) -> None:
+    """The seed's own command line (torchrun with --nnodes/--node_rank/--master_addr from
+    the variables jobkit exports), once per node, verbatim."""
+    seed = (
+        "exec torchrun --nnodes=$NNODES --node_rank=$NODE_RANK --nproc_per_node=1"
+        " --master_addr=$MASTER_ADDR --master_port=$MASTER_PORT"
+        " examples/own_ddp.py --epochs 1 --steps-per-epoch 5"
+    )
+    sub = jobkit.submit(
+        "examples/own-script.yaml",
+        "--set",
+        "launch.launcher=none",
+        "--set",
+        f"run.command={shlex.join(['sh', '-c', seed])}",
+    )
+    assert sub.returncode == 0, sub.explain()
+    record = jobkit.status(sub.jobkit_id)
+    assert (record["state"], record["exit_code"]) == ("SUCCEEDED", 0), record
+    run_dir = Path(record["log_paths"]["run_dir"])
+    text = (run_dir / "node-0.out").read_text() + (run_dir / "node-1.out").read_text()
+    assert "rank 0/2 (local 0)" in text and "rank 1/2 (local 0)" in text, text
+
+
+@pytest.mark.slurm
+def test_slurm_exit_code_is_the_programs(jobkit: Jobkit, slurm_cluster: object) -> None:
+    """Under torchrun on two Slurm nodes, a program's exit 3 is the job's exit code."""
+    sub = jobkit.submit(
+        "examples/own-script.yaml", "--set", "run.command=bash -c 'exit 3'", timeout=240
+    )
+    assert sub.returncode == 3, sub.explain()
+    record = jobkit.status(sub.jobkit_id)
+    assert (record["state"], record["exit_code"]) == ("FAILED", 3), record
