@@ -79,8 +79,8 @@ CLASSES: tuple[FailureClass, ...] = (
         ),
         "The job script checked the Python environment (env.venv, env.conda, env.python) before"
         " starting the program and did not find it on this host.",
-        "the spec key named in the line (env.venv, env.conda or env.python): a path that exists"
-        " on every compute node",
+        "the spec key named in the line: env.venv or env.python a path that exists on every"
+        " compute node, env.conda an environment `conda env list` shows there (or its prefix)",
     ),
     FailureClass(
         "time_limit",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
 
 from jobkit.core.lifecycle import State
 from jobkit.doctor.classes import BY_NAME, CLASSES, EXCEPTION_LINE, UNKNOWN, FailureClass
@@ -196,6 +197,8 @@ def _summary(cls: FailureClass, match: _Match | None, record: JobRecord) -> str:
 def _notes(cls: FailureClass, record: JobRecord, scan: Scan, match: _Match | None) -> list[str]:
     """Facts that make the fix concrete: the Python used, world sizes that disagree."""
     notes: list[str] = []
+    if cls.name == "crash_at_exit":
+        notes.append(_finished_note(record))
     if cls.name == "module_not_found":
         found = _PYTHON.search(record.script or "")
         env = record.spec.get("env") or {}
@@ -213,6 +216,18 @@ def _notes(cls: FailureClass, record: JobRecord, scan: Scan, match: _Match | Non
                 f" {scan.layout.procs_per_node})"
             )
     return notes
+
+
+def _finished_note(record: JobRecord) -> str:
+    """Whether the program noted that its work was complete (the run folder's `finished`)."""
+    from jobkit.core.conventions import FINISHED_FILE
+
+    run_dir = (record.log_paths or {}).get("run_dir")
+    marker = Path(run_dir) / FINISHED_FILE if run_dir else None
+    if marker is not None and marker.is_file():
+        text = marker.read_text(encoding="utf-8", errors="replace").strip()[:200]
+        return f"the program had noted its work complete ({marker.name}: {text or 'empty'})"
+    return "no `finished` note in the run folder: check the program's last lines for its end"
 
 
 def _fix(cls: FailureClass, record: JobRecord, rank: int | None) -> str:

@@ -266,6 +266,40 @@ Checks across keys (each reported at the key named first):
 - Any string that reaches a script (names, paths, commands, variables) must not hold a
   newline, carriage return or NUL.
 
+## Launchers: what each process gets (`launch.launcher`)
+
+- `torchrun`: one torchrun per node starts `nproc_per_node` workers; each gets torchrun's RANK,
+  LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT. The job's
+  exit code is the program's own: torchrun exits 1, and the script reads the code from
+  torchrun's "Root Cause" block (`bash -c 'exit 3'` ends `FAILED (exit 3)`).
+- `srun` (Slurm): one task per process; each gets RANK, LOCAL_RANK, WORLD_SIZE,
+  LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK from SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS,
+  SLURM_NODEID, and MASTER_ADDR, MASTER_PORT: a script using `env://` runs unchanged.
+- `mpirun` (Slurm, PBS): `mpirun -np WORLD_SIZE`; ranks from OMPI_COMM_WORLD_* (Open MPI) or
+  PMI_* (MPICH), and MASTER_ADDR, MASTER_PORT. Run as root, Open MPI needs
+  OMPI_ALLOW_RUN_AS_ROOT: the script sets it then only.
+- `none`: `run.command` as written, once per node, with NODE_RANK, NNODES, MASTER_ADDR,
+  MASTER_PORT and JOBKIT_*; with one process per node also RANK (= NODE_RANK), LOCAL_RANK 0,
+  WORLD_SIZE (= NNODES), LOCAL_WORLD_SIZE 1. The job's exit code is the command's own.
+- `spawn`, `distributed-launch`: as torchrun's (see the key).
+
+`none` is for a command that is its own launcher (a seed's `torchrun --nnodes=$NNODES
+--node_rank=$NODE_RANK --master_addr=$MASTER_ADDR --master_port=$MASTER_PORT main.py`, runs
+verbatim), and for a program of one process per node that needs no torchrun (no
+ChildFailedError traceback around its failure). Under any other launcher a `run.command` that
+starts a launcher (`torchrun`, `python -m torch.distributed.run`, `srun`, `mpirun`,
+`deepspeed`, `accelerate launch`) is refused in one line: it would run a launcher inside
+jobkit's.
+
+`launch.nproc_per_node: auto` is `resources.gpus_per_node`, or 1 without GPUs; on local and
+ssh without `gpus_per_node` (no scheduler hands out GPUs there) each host counts its own when
+the job starts, as torchrun's own `auto` does: the entries of `CUDA_VISIBLE_DEVICES` when set,
+else the GPUs `nvidia-smi` lists, else 1. `launch.extra_args` are added to torchrun's, srun's
+or mpirun's own line (`--rdzv-conf=read_timeout=300`, `--cpu-bind=cores`, `--bind-to core`).
+The bundled trainer's `distributed.strategy` `single` and `dp` (DataParallel over the node's
+GPUs) run one process: a spec starting more is refused before queueing (`launch.nproc_per_node:
+1`).
+
 ## CPUs: `cpus_per_process` and `cpus_per_task`
 
 `resources.cpus_per_process` is what the seeds' "CPU cores per GPU" means: the cores of each

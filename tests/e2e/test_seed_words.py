@@ -6,12 +6,15 @@ Slurm ones on the test cluster's two nodes."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import socket
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.cli import Jobkit
+from tests.e2e import runs
+from tests.e2e.cli import Jobkit, trainer_sets
 
 ENV_LINE = (
     'echo "seen node=$NODE_RANK nnodes=$NNODES rank=${RANK:-} world=${WORLD_SIZE:-}'
@@ -163,3 +166,119 @@ def test_slurm_exit_code_is_the_programs(jobkit: Jobkit, slurm_cluster: object) 
     assert sub.returncode == 3, sub.explain()
     record = jobkit.status(sub.jobkit_id)
     assert (record["state"], record["exit_code"]) == ("FAILED", 3), record
+
+
+CRASH_AT_EXIT = """\
+import ctypes, os, time
+rank = int(os.environ["RANK"])
+print(f"rank {rank}: training done", flush=True)
+if rank == 0:
+    time.sleep(30)  # still tearing down when the other node's rank aborts
+else:
+    time.sleep(2)
+    ctypes.CDLL("libstdc++.so.6")._ZSt9terminatev()  # the teardown race's own abort
+"""
+
+
+@pytest.mark.slurm
+def test_doctor_names_a_crash_at_exit_not_what_the_launchers_did_after(
+    jobkit: Jobkit, slurm_cluster: object, tmp_path: Path
+) -> None:
+    """Rank 1 (node 1) aborts at exit with `terminate called without an active exception`
+    after its work; srun then stops node 0's torchrun (SIGTERM: SignalException). Doctor names
+    the crash at exit, rank 1, and the fix, not the signal."""
+    script = tmp_path / "crash_at_exit.py"
+    script.write_text(CRASH_AT_EXIT, encoding="utf-8")
+    sub = jobkit.submit(
+        "examples/own-script.yaml", "--set", f"run.command=python3 {script}", timeout=240
+    )
+    assert sub.returncode != 0, sub.explain()
+    done = jobkit.run("doctor", "--json", sub.jobkit_id)
+    diagnosis = json.loads(done.stdout)
+    assert diagnosis["class"] == "crash_at_exit", diagnosis
+    assert diagnosis["rank"] == 1, diagnosis
+    assert "destroy_process_group()" in diagnosis["fix"], diagnosis
+    assert diagnosis["summary"] == "terminate called without an active exception", diagnosis
+
+
+FAKE_CONDA = """#!/bin/bash
+# A stand-in for conda (none can be installed on this machine): its shell hook defines a
+# `conda` function whose `activate` fails as conda's does for a name it does not know.
+if [[ "$1 $2" == "shell.bash hook" ]]; then
+  echo 'conda() { echo "EnvironmentNameNotFound: Could not find conda environment: $2" >&2'
+  echo '  return 1; }'
+fi
+"""
+
+
+def test_a_missing_conda_environment_stops_the_job_in_one_line(
+    jobkit: Jobkit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """env.conda names an environment conda does not know: the job stops before the program
+    with `jobkit: env.conda: ...`, and doctor classifies conda's EnvironmentNameNotFound."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "conda").write_text(FAKE_CONDA, encoding="utf-8")
+    (bin_dir / "conda").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    spec = _write_spec(
+        tmp_path,
+        "conda",
+        "env:\n  conda: myenv\nlaunch:\n  launcher: none\nrun:\n  command: 'true'\n",
+    )
+    sub = jobkit.submit(spec, venv=False)
+    assert sub.returncode == 1, sub.explain()
+    record = jobkit.status(sub.jobkit_id)
+    assert record["reason"] == (
+        "jobkit: env.conda: the conda environment myenv (conda env list) not found on"
+        f" {socket.gethostname()}"
+    ), record
+    diagnosis = json.loads(jobkit.run("doctor", "--json", sub.jobkit_id).stdout)
+    assert diagnosis["class"] == "environment_missing", diagnosis
+
+
+@pytest.mark.slurm
+def test_mpirun_trains_the_bundled_model_on_two_slurm_nodes(
+    jobkit: Jobkit, slurm_cluster: object
+) -> None:
+    """launch.launcher mpirun (Open MPI, openmpi-bin; tests/cluster/up.sh installs it): one
+    rank per node, the ranks from OMPI_COMM_WORLD_*, gloo on CPU, to the last step."""
+    sub = jobkit.submit(
+        "examples/slurm-2node.yaml",
+        "--set",
+        "launch.launcher=mpirun",
+        *trainer_sets(train__steps=10, logging__every_steps=5),
+    )
+    assert sub.returncode == 0, sub.explain()
+    record = jobkit.status(sub.jobkit_id)
+    assert (record["state"], record["exit_code"]) == ("SUCCEEDED", 0), record
+    run_dir = Path(record["log_paths"]["run_dir"])
+    for rank in (0, 1):
+        log = runs.rank_log(run_dir, rank)
+        assert f"launcher=openmpi rank={rank}" in log and "world_size=2" in log, log
+        assert "step 10/10 loss" in log, log
+
+
+@pytest.mark.sge
+def test_grid_engine_launcher_none_runs_the_command_once_per_host(
+    jobkit: Jobkit, sge_cluster: object, tmp_path: Path
+) -> None:
+    """launch.launcher none on two Grid Engine hosts (qrsh -inherit to host 1): each host runs
+    the command once with its NODE_RANK, NNODES and, one process per node, RANK/WORLD_SIZE."""
+    command = shlex.join(["sh", "-c", f"{ENV_LINE} host=$(hostname)"])
+    spec = _write_spec(
+        tmp_path,
+        "sge-none",
+        "backend: sge\nresources:\n  nodes: 2\nsge:\n  pe: jobkit\n"
+        f"launch:\n  launcher: none\nrun:\n  command: {json.dumps(command)}\n",
+    )
+    sub = jobkit.submit(spec)
+    assert sub.returncode == 0, sub.explain()
+    run_dir = Path(jobkit.status(sub.jobkit_id)["log_paths"]["run_dir"])
+    hosts = []
+    for node in (0, 1):
+        (line,) = _seen(run_dir, f"node-{node}.out")
+        assert line.startswith(f"seen node={node} nnodes=2 rank={node} world=2 local=0 "), line
+        master = line.split(" master=")[1].split(":")[0]
+        hosts.append(line.rsplit(" host=", 1)[1])
+    assert hosts[0] == master and sorted(hosts) == ["n1", "n2"], hosts  # node 0: the master

@@ -273,3 +273,24 @@ def test_rendezvous_timeout_fix_names_the_launch_key() -> None:
     from jobkit.doctor.classes import BY_NAME
 
     assert "launch.rdzv_timeout" in BY_NAME["rendezvous_timeout"].fix
+
+
+def test_dp_strategy_with_two_gpus_is_refused_before_the_queue(in_tmp: Path, cli: Invoke) -> None:
+    """`distributed.strategy: dp` is one process over the node's GPUs: nproc auto (2 GPUs)
+    would start 2, which the trainer refuses after the queue wait."""
+    load(
+        in_tmp,
+        backend="slurm",
+        resources={"gpus_per_node": 2},
+        run={"train": {"config": "mlp", "overrides": {"distributed.strategy": "dp"}}},
+    )
+    result = cli("render", "job.yaml")
+    assert result.code == 2
+    assert result.err.strip() == (
+        "jobkit: job.yaml:5: launch.nproc_per_node: the trainer's distributed.strategy dp runs"
+        " one process using every GPU of its node, but this spec starts 2 (1 node(s) x 2): set"
+        " launch.nproc_per_node: 1 (it sees all 2 GPUs of resources.gpus_per_node)"
+    )
+    result = cli("render", "job.yaml", "--set", "launch.nproc_per_node=1")
+    assert result.code == 0, result.err
+    assert "--nproc-per-node 1 " in result.out

@@ -139,7 +139,14 @@ if [[ "$(type -t conda)" != function ]]; then
   fi
   eval "$("$jobkit_conda" shell.bash hook)"
 fi
-conda activate /opt/envs/train
+# A name conda does not know (EnvironmentNameNotFound) stops the job with one line.
+jobkit_conda_env=/opt/envs/train
+if ! conda activate "$jobkit_conda_env"; then
+  jobkit_failure="jobkit: env.conda: the conda environment $jobkit_conda_env (conda env list) not found on ${SLURMD_NODENAME:-${HOSTNAME:-this host}}"
+  echo "$jobkit_failure" >&2
+  echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure" || true
+  exit 1
+fi
 # Python virtual environment (a relative folder is relative to the submission directory).
 jobkit_activate=.venv/bin/activate
 [[ "$jobkit_activate" == /* ]] || jobkit_activate="$PWD/$jobkit_activate"

@@ -153,7 +153,14 @@ jobkit_node() {
     fi
     eval "$("$jobkit_conda" shell.bash hook)"
   fi
-  conda activate torch
+  # A name conda does not know (EnvironmentNameNotFound) stops the job with one line.
+  jobkit_conda_env=torch
+  if ! conda activate "$jobkit_conda_env"; then
+    jobkit_failure="jobkit: env.conda: the conda environment $jobkit_conda_env (conda env list) not found on ${SLURMD_NODENAME:-${HOSTNAME:-this host}}"
+    echo "$jobkit_failure" >&2
+    echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure" || true
+    exit 1
+  fi
   # env.python auto: the virtualenv jobkit was run from ($VIRTUAL_ENV).
   # Its bin/ goes first on PATH: python, python3, torchrun and the program's own commands come
   # from that environment (docs/spec.md, env.python).
