@@ -6,10 +6,15 @@ Pure: reads the spec and env.python's choice, runs nothing.
 
 from __future__ import annotations
 
+import re
+
 from jobkit.backends.batch import BatchScheduler
 from jobkit.backends.registry import backend_class
 from jobkit.render.interpreter import Interpreter, choose_interpreter
 from jobkit.spec.schema import NODE_LAUNCHERS, JobSpec
+
+_PYTHON_MODULE = re.compile(r"python|conda|torch", re.IGNORECASE)
+"""A module that brings a Python (python/3.11, anaconda3, pytorch/2.3): not cuda or gcc."""
 
 
 def spec_notes(spec: JobSpec, interpreter: Interpreter | None = None) -> list[str]:
@@ -45,10 +50,11 @@ def _python_note(spec: JobSpec, chosen: Interpreter) -> str | None:
     """env.python auto with env.modules: the submitting environment's bin/ goes first on PATH,
     before the Python a `module load` puts there."""
     env = spec.env
-    if env.python != "auto" or not env.modules or chosen.path is None:
+    pythons = [name for name in env.modules if _PYTHON_MODULE.search(name)]
+    if env.python != "auto" or not pythons or chosen.path is None:
         return None
     return (
         f"env.python auto: the job runs {chosen.path} (the environment jobkit runs"
-        f" from), ahead of any Python that env.modules ({', '.join(env.modules)}) puts on PATH;"
+        f" from), ahead of the Python that env.modules ({', '.join(pythons)}) puts on PATH;"
         " env.python: system uses the module's"
     )

@@ -191,9 +191,11 @@ def test_python_auto_before_a_module_loaded_python_is_said(in_tmp: Path) -> None
     spec = load(in_tmp, env={"modules": ["python/3.11"]}, run={"command": "python main.py"})
     assert spec_notes(spec, VENV_PYTHON) == [
         "env.python auto: the job runs /opt/venv/bin/python (the environment jobkit runs from),"
-        " ahead of any Python that env.modules (python/3.11) puts on PATH; env.python: system"
+        " ahead of the Python that env.modules (python/3.11) puts on PATH; env.python: system"
         " uses the module's"
     ]
+    spec = load(in_tmp, env={"modules": ["cuda/12.4"]}, run={"command": "python main.py"})
+    assert spec_notes(spec, VENV_PYTHON) == []  # a module that brings no Python
     spec = load(
         in_tmp,
         env={"modules": ["python/3.11"], "python": "system"},
