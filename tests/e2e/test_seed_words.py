@@ -282,3 +282,24 @@ def test_grid_engine_launcher_none_runs_the_command_once_per_host(
         master = line.split(" master=")[1].split(":")[0]
         hosts.append(line.rsplit(" host=", 1)[1])
     assert hosts[0] == master and sorted(hosts) == ["n1", "n2"], hosts  # node 0: the master
+
+
+@pytest.mark.ssh
+def test_ssh_hosts_are_the_nodes_and_launcher_none_runs_on_each(
+    jobkit: Jobkit, ssh_hosts: object, tmp_path: Path
+) -> None:
+    """The seed's `launch_torchrun_auto.sh cfg 8 n1 n2`: ssh.hosts alone (no resources.nodes)
+    gives two nodes; launcher none runs the command once on each host, over ssh."""
+    command = shlex.join(["sh", "-c", ENV_LINE])
+    spec = _write_spec(
+        tmp_path,
+        "ssh-none",
+        "backend: ssh\nssh:\n  hosts: [n1, n2]\n"
+        f"launch:\n  launcher: none\nrun:\n  command: {json.dumps(command)}\n",
+    )
+    sub = jobkit.submit(spec)
+    assert sub.returncode == 0, sub.explain()
+    run_dir = Path(jobkit.status(sub.jobkit_id)["log_paths"]["run_dir"])
+    for node in (0, 1):
+        (line,) = _seen(run_dir, f"node-{node}.out")
+        assert line.startswith(f"seen node={node} nnodes=2 rank={node} world=2 local=0 master=n1:")
