@@ -121,6 +121,11 @@ class Backend(ABC):
     """The `launch.launcher` values this backend can start."""
     node_ranges: ClassVar[bool] = False
     """True where the scheduler can allocate an elastic range of nodes (resources.nodes MIN:MAX)."""
+    memory_key: ClassVar[str] = "resources.mem"
+    """The spec key that asks this backend for memory, as `jobkit doctor`'s fixes name it."""
+    nodes_from_hosts: ClassVar[bool] = False
+    """True where the spec's ssh.hosts are the nodes: resources.nodes, when not given, is their
+    number."""
     task_per_process: ClassVar[bool] = False
     """True where the scheduler starts one task per training process whatever the launcher
     (submitit): a task's CPUs are then one process's."""

@@ -24,7 +24,7 @@ class LocalBackend(launcher_files.LauncherJobs):
     """Runs `bash <script>` in its own session; state from its pid and exit-code file."""
 
     name = "local"
-    launchers = ("torchrun", "spawn", "distributed-launch")
+    launchers = ("torchrun", "spawn", "distributed-launch", "none")
 
     @classmethod
     def template_context(cls, spec: JobSpec) -> dict[str, Any]:

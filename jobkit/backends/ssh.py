@@ -148,7 +148,8 @@ class SshBackend(launcher_files.LauncherJobs):
     """Runs the launcher here, detached; it reaches the hosts in `ssh.hosts` over ssh."""
 
     name = "ssh"
-    launchers = ("torchrun", "spawn", "distributed-launch")
+    launchers = ("torchrun", "spawn", "distributed-launch", "none")
+    nodes_from_hosts = True
 
     @classmethod
     def validate(cls, spec: JobSpec) -> None:
@@ -159,7 +160,9 @@ class SshBackend(launcher_files.LauncherJobs):
         if nodes != len(hosts):
             raise CrossFieldError(
                 "resources.nodes",
-                f"must equal the number of ssh.hosts ({len(hosts)}; got {nodes})",
+                f"must equal the number of ssh.hosts ({len(hosts)}: {', '.join(hosts)}; got"
+                f" {nodes}): one node per host; leave resources.nodes out and it follows"
+                " ssh.hosts",
             )
 
     def __init__(

@@ -81,6 +81,9 @@ def check_loaded(
     report.checked.append("program")
     report.problems += [placed(loaded, f.key, f.message) for f in program.findings]
     report.notes += program.notes
+    from jobkit.render.notes import spec_notes
+
+    report.notes += spec_notes(spec, choose_interpreter(spec.env))
     if scheduler and script is not None:
         _ask_scheduler(loaded, script, workdir, thorough, report)
     return report

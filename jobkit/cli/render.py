@@ -110,6 +110,10 @@ def render(
 
         backend = get_backend(loaded.spec.backend)
         script = backend.script(loaded.spec, loaded.template_dir, Path.cwd())
+    from jobkit.render.notes import spec_notes
+
+    for note in spec_notes(loaded.spec):  # what a seed-style spec may not expect: said
+        click.echo(f"jobkit: note: {note}", err=True)
     script_path = Path(output) if output is not None else Path(SCRIPT_PLACEHOLDER)
     if output is not None:
         write_script(Path(output), script, spec_path=loaded.path)

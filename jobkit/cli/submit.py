@@ -57,6 +57,10 @@ def submit(spec_args: SpecArgs, dry_run: bool, wait: bool, no_check: bool, as_js
     )
     if not no_check and not _checked(loaded, plan.script, scheduler=not dry_run):
         return EXIT_PROBLEMS
+    from jobkit.render.notes import spec_notes
+
+    for spec_note in spec_notes(loaded.spec):  # what a seed-style spec may not expect: said
+        click.echo(f"jobkit: note: {spec_note}", err=True)
     sweep = loaded.spec.sweep is not None  # docs/sweeps.md: cli/sweepsubmit.py
     if dry_run:
         if as_json:

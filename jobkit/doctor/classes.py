@@ -72,11 +72,15 @@ CLASSES: tuple[FailureClass, ...] = (
     FailureClass(
         "environment_missing",
         "the job's environment is missing",
-        _p(r"^jobkit: env\.\w+: .* not found on "),
+        _p(
+            r"^jobkit: env\.\w+: .* not found on ",
+            r"EnvironmentNameNotFound",
+            r"[Cc]ould not find conda environment",
+        ),
         "The job script checked the Python environment (env.venv, env.conda, env.python) before"
         " starting the program and did not find it on this host.",
-        "the spec key named in the line (env.venv, env.conda or env.python): a path that exists"
-        " on every compute node",
+        "the spec key named in the line: env.venv or env.python a path that exists on every"
+        " compute node, env.conda an environment `conda env list` shows there (or its prefix)",
     ),
     FailureClass(
         "time_limit",
@@ -272,6 +276,32 @@ CLASSES: tuple[FailureClass, ...] = (
         " NCCL_DEBUG=INFO",
     ),
     FailureClass(
+        "crash_at_exit",
+        "crashed at exit, after its work",
+        _p(r"terminate called without an active exception"),
+        "A process aborted (SIGABRT) as it exited: a C++ thread of the process group (gloo,"
+        " NCCL) was still running while Python tore down, a known race that strikes some runs"
+        " only. When the trainer's `finished` note or the program's final lines are there, the"
+        " work itself completed; the signals the launchers sent the other ranks afterwards are"
+        " a consequence, not the cause.",
+        "end the program with torch.distributed.destroy_process_group() (after a barrier)"
+        " before it exits; the bundled trainer does",
+    ),
+    FailureClass(
+        "launch_env_missing",
+        "the launcher did not set RANK / WORLD_SIZE",
+        _p(
+            r"environment variable (?:RANK|WORLD_SIZE|LOCAL_RANK|MASTER_ADDR|MASTER_PORT)"
+            r" expected, but not set"
+        ),
+        "The program initialises torch.distributed from the environment (env://), but the"
+        " launcher that started it did not set the variable: launch.launcher none or mpirun"
+        " leave RANK and WORLD_SIZE to the program.",
+        "launch.launcher torchrun or srun (each process gets RANK, LOCAL_RANK, WORLD_SIZE,"
+        " MASTER_ADDR, MASTER_PORT); with mpirun read OMPI_COMM_WORLD_RANK / PMI_RANK, with"
+        " none NODE_RANK and NNODES",
+    ),
+    FailureClass(
         "python_exception",
         "a rank raised a Python exception",
         (EXCEPTION_LINE,),
@@ -287,6 +317,15 @@ CLASSES: tuple[FailureClass, ...] = (
         " scheduler after a cancel or time limit.",
         "resources.mem if memory ran out (`jobkit report ID` shows MaxRSS)",
         signals=frozenset({9}),
+    ),
+    FailureClass(
+        "program_exit",
+        "the program exited with an error code",
+        _p(r"^\s*exitcode\s*:\s*[1-9]\d*\b"),
+        "torchrun's report names the first rank whose program ended with a non-zero exit"
+        " code, without a Python exception in its output (sys.exit(N), a shell command that"
+        " failed); the job's exit code is that code.",
+        "the program: why it ended with that code; its output: `jobkit logs ID --rank R`",
     ),
     FailureClass(
         "rendezvous_connect",
@@ -319,7 +358,9 @@ CLASSES: tuple[FailureClass, ...] = (
         "Not every rank joined in time: the world size the program expects is larger than the"
         " ranks started, or a rank never started (or hangs) on another node.",
         "resources.nodes x launch.nproc_per_node must be the world size the program expects;"
-        " a longer run.train.overrides distributed.timeout if some ranks start late",
+        " if some nodes start late, a longer launch.rdzv_timeout (torchrun's rendezvous:"
+        " RendezvousTimeoutError, N/M clients joined) or run.train.overrides"
+        " distributed.timeout (the bundled trainer's process group)",
     ),
     FailureClass(
         "nccl_timeout",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
 
 from jobkit.core.lifecycle import State
 from jobkit.doctor.classes import BY_NAME, CLASSES, EXCEPTION_LINE, UNKNOWN, FailureClass
@@ -32,8 +33,11 @@ _LIBRARY = re.compile(r"(?:site-packages|dist-packages|/lib/python\d|^<frozen |/
 _WORLD = re.compile(r"\bworld_size=(?P<n>\d+)\b")
 _PYTHON = re.compile(r"^\s*jobkit_python=(?P<python>\S+)", re.M)
 _LINE_ORDER: tuple[FailureClass, ...] = tuple(c for c in CLASSES if c.name != "python_exception")
-_SKIPPED_EXCEPTIONS = ("ChildFailedError",)
-"""torchrun's own summary of a worker's failure: the worker's lines say more."""
+_SKIPPED_EXCEPTIONS = ("ChildFailedError", "SignalException")
+"""torchrun's own summary of a worker's failure (the worker's lines say more), and its agent
+stopped by a signal (what a launcher did to it after another rank's failure, or a cancel)."""
+_ROOT_CAUSE_FIELD = re.compile(r"^\s*(?P<key>rank|host)\s*:\s*(?P<value>\S+)")
+"""A field of torchrun's root-cause block above its `exitcode :` line."""
 
 FAILED_STATES = frozenset(
     {
@@ -50,7 +54,7 @@ FAILED_STATES = frozenset(
 class _Match:
     """A line assigned to a class, with what the traceback around it said."""
 
-    __slots__ = ("exception", "file_root", "frame", "line", "moment", "order")
+    __slots__ = ("exception", "file_root", "frame", "line", "moment", "order", "reported_rank")
 
     def __init__(
         self,
@@ -67,6 +71,8 @@ class _Match:
         self.frame = frame
         self.exception = exception
         self.file_root = file_root
+        self.reported_rank: int | None = None
+        """The rank torchrun's root-cause block names for this line."""
 
 
 def line_class(text: str) -> FailureClass | None:
@@ -132,14 +138,27 @@ def _match_file(log: LogFile, start: int, found: dict[str, list[_Match]]) -> Non
             exception,
             log.root_rank,
         )
+        if cls.name == "program_exit":
+            match.reported_rank = _root_cause_rank(log.lines, index)
         found.setdefault(cls.name, []).append(match)
 
 
+def _root_cause_rank(lines: Sequence[Line], index: int) -> int | None:
+    """The `rank : R (local_rank: L)` of torchrun's root-cause block above line `index`."""
+    for line in reversed(lines[max(0, index - 4) : index]):
+        field = _ROOT_CAUSE_FIELD.match(line.text)
+        if field and field["key"] == "rank" and field["value"].isdigit():
+            return int(field["value"])
+    return None
+
+
 def _rank_of(match: _Match, scan: Scan) -> int | None:
-    """The line's rank, else its host's first failing rank (torchrun), else the host's only
-    rank."""
+    """The line's rank, else the rank torchrun's report names, else its host's first failing
+    rank (torchrun), else the host's only rank."""
     if match.line.rank is not None:
         return match.line.rank
+    if match.reported_rank is not None:
+        return match.reported_rank
     if match.file_root is not None:
         return match.file_root
     layout = scan.layout
@@ -164,6 +183,10 @@ def _summary(cls: FailureClass, match: _Match | None, record: JobRecord) -> str:
         return f"the scheduler reports {raw}" + (f" ({record.reason})" if record.reason else "")
     if cls.name in _SIGNAL_WORDS:
         return f"the process died of {_SIGNAL_WORDS[cls.name]}"
+    if cls.name == "program_exit":
+        code = match.line.text.split(":", 1)[1].split()[0]
+        who = "a rank" if match.reported_rank is None else f"rank {match.reported_rank}"
+        return f"{who} exited with code {code} (torchrun's root cause)"
     if match.exception is not None and cls.name == "python_exception":
         name, message = match.exception
         return f"{name}: {message}" if message else name
@@ -174,6 +197,8 @@ def _summary(cls: FailureClass, match: _Match | None, record: JobRecord) -> str:
 def _notes(cls: FailureClass, record: JobRecord, scan: Scan, match: _Match | None) -> list[str]:
     """Facts that make the fix concrete: the Python used, world sizes that disagree."""
     notes: list[str] = []
+    if cls.name == "crash_at_exit":
+        notes.append(_finished_note(record))
     if cls.name == "module_not_found":
         found = _PYTHON.search(record.script or "")
         env = record.spec.get("env") or {}
@@ -193,11 +218,35 @@ def _notes(cls: FailureClass, record: JobRecord, scan: Scan, match: _Match | Non
     return notes
 
 
+def _finished_note(record: JobRecord) -> str:
+    """Whether the program noted that its work was complete (the run folder's `finished`)."""
+    from jobkit.core.conventions import FINISHED_FILE
+
+    run_dir = (record.log_paths or {}).get("run_dir")
+    marker = Path(run_dir) / FINISHED_FILE if run_dir else None
+    if marker is not None and marker.is_file():
+        text = marker.read_text(encoding="utf-8", errors="replace").strip()[:200]
+        return f"the program had noted its work complete ({marker.name}: {text or 'empty'})"
+    return "no `finished` note in the run folder: check the program's last lines for its end"
+
+
 def _fix(cls: FailureClass, record: JobRecord, rank: int | None) -> str:
-    fix = cls.fix.replace("jobkit logs ID", f"jobkit logs {record.jobkit_id}")
+    fix = cls.fix.replace("resources.mem", _memory_key(record.backend))
+    fix = fix.replace("jobkit logs ID", f"jobkit logs {record.jobkit_id}")
     fix = fix.replace("jobkit doctor ID", f"jobkit doctor {record.jobkit_id}")
     fix = fix.replace("jobkit report ID", f"jobkit report {record.jobkit_id}")
     return fix.replace("--rank R", f"--rank {rank}" if rank is not None else "--all-ranks")
+
+
+def _memory_key(backend: str) -> str:
+    """The spec key that asks this backend for memory (resources.mem where it honours it)."""
+    from jobkit.backends.registry import backend_class
+    from jobkit.core.errors import JobkitError
+
+    try:
+        return backend_class(backend).memory_key
+    except JobkitError:  # an unknown or unavailable backend
+        return "resources.mem"
 
 
 def _last_lines(scan: Scan) -> list[Evidence]:

@@ -134,6 +134,7 @@ def render(
 def template_context(spec: JobSpec, interpreter: Interpreter | None = None) -> dict[str, Any]:
     """The variables every template sees (documented in docs/templates.md)."""
     chosen = interpreter or choose_interpreter(spec.env)
+    counted = nproc_at_run_time(spec)
     return {
         "spec": spec.model_copy(deep=True),
         "backend": spec.backend,
@@ -141,9 +142,12 @@ def template_context(spec: JobSpec, interpreter: Interpreter | None = None) -> d
         "hosts": list(spec.ssh.hosts),
         "nodes": spec.resources.nodes,
         "procs_per_node": spec.procs_per_node,
+        "nproc_at_run_time": counted,
+        "nproc_word": '"$JOBKIT_NPROC_PER_NODE"' if counted else spec.procs_per_node,
         "tasks_per_node": spec.tasks_per_node,
         "cpus_per_task": spec.cpus_per_scheduler_task,
         "world_size": spec.world_size,
+        "extra_args": launcher_extra_args(spec),
         "program": program_argv(spec, chosen),
         "interpreter": chosen,
         "exports": env_exports(spec),
@@ -155,6 +159,33 @@ def template_context(spec: JobSpec, interpreter: Interpreter | None = None) -> d
         **template_constants(),
         **backend_class(spec.backend).template_context(spec),
     }
+
+
+def nproc_at_run_time(spec: JobSpec) -> bool:
+    """launch.nproc_per_node auto where no scheduler hands out GPUs (local, ssh) and
+    resources.gpus_per_node is not given: each host counts its own GPUs when the job starts
+    (one process per GPU, as torchrun's own auto; 1 without GPUs)."""
+    from jobkit.backends.launcher_files import LauncherJobs
+
+    return (
+        spec.launch.nproc_per_node == "auto"
+        and not spec.resources.gpus_per_node
+        and issubclass(backend_class(spec.backend), LauncherJobs)
+    )
+
+
+def launcher_extra_args(spec: JobSpec) -> list[str]:
+    """launch.extra_args as words: each entry split like a shell (quoted again by the
+    template)."""
+    words: list[str] = []
+    for entry in spec.launch.extra_args:
+        try:
+            words += shlex.split(entry)
+        except ValueError as err:
+            raise SpecError(
+                f"cannot split {entry!r} into words: {err}", key="launch.extra_args"
+            ) from None
+    return words
 
 
 def program_argv(spec: JobSpec, interpreter: Interpreter | None = None) -> list[str]:

@@ -240,7 +240,15 @@ Checks across keys (each reported at the key named first):
   allocates one (slurm; the others refuse it naming the key) and `launch.launcher: torchrun`
   with `launch.rdzv: c10d`; MIN <= MAX.
 - `env.nccl.nsocks_perthread`: `socket_nthreads` x `nsocks_perthread` at most 64 (NCCL's limit).
-- `launch.launcher`: `srun` needs backend `slurm` or `submitit`; `mpirun` needs `slurm` or `pbs`.
+- `launch.launcher`: `srun` needs backend `slurm` or `submitit`; `mpirun` needs `slurm` or `pbs`;
+  `none` any backend but `submitit`, and the bundled trainer only with one process per node.
+- `run.command`: a command that is itself a launcher (`torchrun ...`, `python -m
+  torch.distributed.run`, `srun`, `mpirun`/`mpiexec`, `deepspeed`, `accelerate launch`) needs
+  `launch.launcher: none` (it would run a launcher inside jobkit's: 2x2 processes, two
+  rendezvous).
+- `launch.extra_args`: not with launcher `none` or `spawn` (nothing to pass them to); each entry
+  must split like a shell.
+- `resources.nodes` with backend `ssh`: the number of `ssh.hosts`, which it is when not given.
 - `resources.tasks_per_node`: 1 with `torchrun` (one torchrun per node starts every process);
   with `srun`/`mpirun` it must equal `launch.nproc_per_node`.
 - `launch.nproc_per_node`: at most `resources.gpus_per_node` on a GPU job; 1 to 1024.
@@ -258,14 +266,51 @@ Checks across keys (each reported at the key named first):
 - Any string that reaches a script (names, paths, commands, variables) must not hold a
   newline, carriage return or NUL.
 
+## Launchers: what each process gets (`launch.launcher`)
+
+- `torchrun`: one torchrun per node starts `nproc_per_node` workers; each gets torchrun's RANK,
+  LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT. The job's
+  exit code is the program's own: torchrun exits 1, and the script reads the code from
+  torchrun's "Root Cause" block (`bash -c 'exit 3'` ends `FAILED (exit 3)`).
+- `srun` (Slurm): one task per process; each gets RANK, LOCAL_RANK, WORLD_SIZE,
+  LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK from SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS,
+  SLURM_NODEID, and MASTER_ADDR, MASTER_PORT: a script using `env://` runs unchanged.
+- `mpirun` (Slurm, PBS): `mpirun -np WORLD_SIZE`; ranks from OMPI_COMM_WORLD_* (Open MPI) or
+  PMI_* (MPICH), and MASTER_ADDR, MASTER_PORT. Run as root, Open MPI needs
+  OMPI_ALLOW_RUN_AS_ROOT: the script sets it then only.
+- `none`: `run.command` as written, once per node, with NODE_RANK, NNODES, MASTER_ADDR,
+  MASTER_PORT and JOBKIT_*; with one process per node also RANK (= NODE_RANK), LOCAL_RANK 0,
+  WORLD_SIZE (= NNODES), LOCAL_WORLD_SIZE 1. The job's exit code is the command's own.
+- `spawn`, `distributed-launch`: as torchrun's (see the key).
+
+`none` is for a command that is its own launcher (a seed's `torchrun --nnodes=$NNODES
+--node_rank=$NODE_RANK --master_addr=$MASTER_ADDR --master_port=$MASTER_PORT main.py`, runs
+verbatim), and for a program of one process per node that needs no torchrun (no
+ChildFailedError traceback around its failure). Under any other launcher a `run.command` that
+starts a launcher (`torchrun`, `python -m torch.distributed.run`, `srun`, `mpirun`,
+`deepspeed`, `accelerate launch`) is refused in one line: it would run a launcher inside
+jobkit's.
+
+`launch.nproc_per_node: auto` is `resources.gpus_per_node`, or 1 without GPUs; on local and
+ssh without `gpus_per_node` (no scheduler hands out GPUs there) each host counts its own when
+the job starts, as torchrun's own `auto` does: the entries of `CUDA_VISIBLE_DEVICES` when set,
+else the GPUs `nvidia-smi` lists, else 1. `launch.extra_args` are added to torchrun's, srun's
+or mpirun's own line (`--rdzv-conf=read_timeout=300`, `--cpu-bind=cores`, `--bind-to core`).
+The bundled trainer's `distributed.strategy` `single` and `dp` (DataParallel over the node's
+GPUs) run one process: a spec starting more is refused before queueing (`launch.nproc_per_node:
+1`).
+
 ## CPUs: `cpus_per_process` and `cpus_per_task`
 
 `resources.cpus_per_process` is what the seeds' "CPU cores per GPU" means: the cores of each
 training process, whatever the launcher. jobkit asks the scheduler for the per-task count that
 gives each process that many, and exports `OMP_NUM_THREADS` with it (your `env.vars` win).
-`resources.cpus_per_task` is passed as given, per scheduler task, so its meaning changes with
-the launcher; give one of the two, not both. With `nproc_per_node: 4` and
-`cpus_per_process: 8`:
+`resources.cpus_per_task` means the same (a seed's `cpus_per_task: 4` is "4 cores per GPU"):
+where one scheduler task starts several processes (torchrun: one task per node), the task asks
+for it times `nproc_per_node`, and `jobkit render`, `submit` and `check` say so in one line
+(`resources.cpus_per_task 4 is taken per process ...: each node's one torchrun task asks for 4 x
+2 = 8 CPUs`); give one of the two, not both. With `nproc_per_node: 4` and `cpus_per_process: 8`
+(or `cpus_per_task: 8`):
 
 | backend | launcher | scheduler tasks per node | CPUs asked for each task | OMP_NUM_THREADS |
 |---------|----------|--------------------------|--------------------------|-----------------|
@@ -277,8 +322,13 @@ the launcher; give one of the two, not both. With `nproc_per_node: 4` and
 | submitit | (one task per process) | 4 | `cpus_per_task=8` | 8 |
 | local, ssh | torchrun | - | nothing to ask | 8 |
 
-Neither given: nothing is asked for (PBS: 1 CPU per task), and a torchrun starting several
-processes gets `OMP_NUM_THREADS=1` (what torchrun sets anyway, without its warning banner).
+Neither given: nothing is asked for, so the scheduler's default holds (Slurm: 1 CPU per task;
+PBS: `ncpus=1` / `ppn=1` per task), shared by every process a task starts; render, submit and
+check say so in one line when a task starts several (`no CPU request ...: set
+resources.cpus_per_process`). jobkit does not choose a count for you: a node's CPUs are the
+site's to share out, and asking for more than a node has would leave the job pending forever.
+A torchrun starting several processes then gets `OMP_NUM_THREADS=1` (what torchrun sets anyway,
+without its warning banner).
 
 ## Logging and debugging: `env.log_level`, `env.debug`
 

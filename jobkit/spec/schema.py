@@ -18,6 +18,7 @@ from pydantic import (
 from jobkit.backends.registry import backend_class, builtin_names
 from jobkit.backends.sge.options import SgeOptions
 from jobkit.core.errors import CrossFieldError
+from jobkit.spec.commands import command_launcher, launcher_in_command_message
 from jobkit.spec.model import StrictModel
 from jobkit.spec.sections import (
     Env,
@@ -33,8 +34,9 @@ from jobkit.spec.sections import (
 from jobkit.spec.sweep import check_sweep_backend
 from jobkit.spec.values import BackendName, JobName, SafeStr
 
-NODE_LAUNCHERS = ("torchrun", "distributed-launch", "spawn")
-"""Launchers started once per node, which start that node's processes themselves."""
+NODE_LAUNCHERS = ("torchrun", "distributed-launch", "spawn", "none")
+"""Launchers started once per node, which start that node's processes themselves (`none`: the
+program itself, once per node)."""
 
 
 class JobSpec(StrictModel):
@@ -62,6 +64,9 @@ class JobSpec(StrictModel):
 
     @model_validator(mode="after")
     def _cross_field(self) -> JobSpec:
+        backend = backend_class(self.backend)
+        if backend.nodes_from_hosts and "nodes" not in self.resources.model_fields_set:
+            self.resources.nodes = max(1, len(self.ssh.hosts))  # one node per host
         check_cross_fields(self)
         backend_class(self.backend).validate(self)
         return self
@@ -90,26 +95,31 @@ class JobSpec(StrictModel):
 
     @property
     def cpus_per_scheduler_task(self) -> int | None:
-        """CPUs to ask for each scheduler task: cpus_per_task as given, else cpus_per_process
-        times the processes a task starts (all of a node's with torchrun, one with srun,
-        mpirun and submitit)."""
-        res = self.resources
-        if res.cpus_per_task is not None or res.cpus_per_process is None:
-            return res.cpus_per_task
+        """CPUs to ask for each scheduler task: the CPUs per process times the processes a
+        task starts (all of a node's with torchrun, one with srun, mpirun and submitit)."""
+        per_process = self.cpus_per_process
+        if per_process is None:
+            return None
         if backend_class(self.backend).task_per_process:
-            return res.cpus_per_process
-        return res.cpus_per_process * self.procs_per_node // self.tasks_per_node
+            return per_process
+        return per_process * self.procs_per_node // self.tasks_per_node
 
     @property
     def cpus_per_process(self) -> int | None:
-        """CPU cores of each training process: cpus_per_process, or a task's cpus_per_task
-        shared by the processes it starts; None when neither is given."""
+        """CPU cores of each training process: cpus_per_process, else cpus_per_task read the
+        same way (a seed's "cores per GPU"; render/notes.py says so where a node's one task
+        then asks for more); None when neither is given."""
         res = self.resources
-        if res.cpus_per_process is not None or res.cpus_per_task is None:
-            return res.cpus_per_process
-        if backend_class(self.backend).task_per_process:
-            return res.cpus_per_task
-        return max(1, res.cpus_per_task * self.tasks_per_node // self.procs_per_node)
+        return res.cpus_per_process if res.cpus_per_process is not None else res.cpus_per_task
+
+    @property
+    def cpus_per_task_reinterpreted(self) -> bool:
+        """cpus_per_task is given where one scheduler task starts several processes: it is
+        taken per process, so the task asks for more than the number written."""
+        res = self.resources
+        if res.cpus_per_task is None or backend_class(self.backend).task_per_process:
+            return False
+        return self.procs_per_node > self.tasks_per_node
 
 
 def check_cross_fields(spec: JobSpec) -> None:
@@ -119,6 +129,7 @@ def check_cross_fields(spec: JobSpec) -> None:
     check_sweep_backend(spec, backend_class(spec.backend).sweep_mode)
     _check_node_range(spec)
     _check_node_launcher(spec)
+    _check_command_launcher(spec)
     if launch.launcher in NODE_LAUNCHERS and res.tasks_per_node not in (None, 1):
         raise CrossFieldError(
             "resources.tasks_per_node",
@@ -145,8 +156,8 @@ def check_cross_fields(spec: JobSpec) -> None:
     if res.cpus_per_process is not None and res.cpus_per_task is not None:
         raise CrossFieldError(
             "resources.cpus_per_process",
-            "give resources.cpus_per_process or resources.cpus_per_task, not both (cpus_per_task"
-            " is per scheduler task: one per node with torchrun, one per process otherwise)",
+            "give resources.cpus_per_process or resources.cpus_per_task, not both (both mean"
+            " the CPUs of each process)",
         )
     if res.gpu_type and not res.gpus_per_node:
         raise CrossFieldError("resources.gpu_type", "needs resources.gpus_per_node >= 1")
@@ -186,6 +197,27 @@ def _check_node_launcher(spec: JobSpec) -> None:
                     "must hold no spaces or % with ssh.fanout pdsh (PDSH_SSH_ARGS is split at"
                     " spaces and expands %)",
                 )
+
+
+def _check_command_launcher(spec: JobSpec) -> None:
+    """A run.command that is itself a launcher runs only under launcher none; launch.extra_args
+    need a launcher to pass them to; launcher none runs the bundled trainer as one process."""
+    launcher = spec.launch.launcher
+    found = command_launcher(spec.run.command or [])
+    if found is not None and launcher != "none":
+        raise CrossFieldError("run.command", launcher_in_command_message(found, launcher))
+    if spec.launch.extra_args and launcher in ("none", "spawn"):
+        raise CrossFieldError(
+            "launch.extra_args",
+            f"launcher {launcher} has no launcher to pass them to (torchrun, srun, mpirun,"
+            " distributed-launch take them): put them in run.command",
+        )
+    if launcher == "none" and spec.run.train is not None and spec.procs_per_node > 1:
+        raise CrossFieldError(
+            "launch.launcher",
+            f"none runs the program once per node, but the bundled trainer would need"
+            f" {spec.procs_per_node} processes per node (launch.nproc_per_node): use torchrun",
+        )
 
 
 def _check_node_range(spec: JobSpec) -> None:

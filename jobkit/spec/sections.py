@@ -27,6 +27,7 @@ from jobkit.spec.values import (
     PythonChoice,
     SafeStr,
     ScalarValue,
+    ShellWordsList,
     SourceText,
     StrList,
     _array,
@@ -72,8 +73,10 @@ class Resources(StrictModel):
         None,
         ge=1,
         le=4096,
-        description="CPUs per scheduler task, as given (one task per node with torchrun, one per"
-        " process with srun/mpirun); prefer cpus_per_process.",
+        description='The same as cpus_per_process (a seed\'s "4 cores per GPU"): CPUs for each'
+        " process whatever the launcher. With torchrun (one scheduler task per node starting"
+        " every process) the task asks for this times nproc_per_node, and render/submit say"
+        " so in one line.",
     )
     mem: MemoryMB | None = Field(None, description="Memory per node: 32G, 500M, or megabytes.")
     time: DurationSeconds | None = Field(
@@ -232,12 +235,16 @@ class Env(StrictModel):
 class Launch(StrictModel):
     """How processes are started on each node."""
 
-    launcher: Literal["torchrun", "srun", "mpirun", "spawn", "distributed-launch"] = Field(
+    launcher: Literal["torchrun", "srun", "mpirun", "spawn", "distributed-launch", "none"] = Field(
         "torchrun",
         description="torchrun: one per node starts the processes; srun / mpirun: one task per"
-        " process, started by the scheduler; spawn: the bundled trainer starts its own"
+        " process, started by the scheduler (each gets RANK, LOCAL_RANK, WORLD_SIZE,"
+        " MASTER_ADDR, MASTER_PORT); spawn: the bundled trainer starts its own"
         " processes with torch.multiprocessing (one node); distributed-launch: the legacy"
-        " `python -m torch.distributed.launch --use_env`, one per node like torchrun.",
+        " `python -m torch.distributed.launch --use_env`, one per node like torchrun; none:"
+        " run.command runs as written once per node (a command that is itself a launcher:"
+        " `torchrun ... main.py`), with MASTER_ADDR, MASTER_PORT, NODE_RANK and NNODES"
+        " exported, and its own exit code.",
     )
     nproc_per_node: int | Literal["auto"] = Field(
         "auto", description="Processes per node; auto: gpus_per_node, or 1 without GPUs."
@@ -254,6 +261,12 @@ class Launch(StrictModel):
         description="Before the program: on every node check the GPUs, TCP to"
         " MASTER_ADDR:MASTER_PORT and an all-reduce over every rank; a failure stops the job"
         " with one line naming the node (docs/preflight.md).",
+    )
+    extra_args: ShellWordsList = Field(
+        default_factory=list,
+        description="More arguments for the launcher, after jobkit's own: torchrun's (e.g."
+        " --rdzv-conf=read_timeout=300), srun's (--cpu-bind=cores, --mpi=pmix) or mpirun's"
+        " (--bind-to core). Each entry is split like a shell and every word quoted.",
     )
     rdzv_timeout: int | None = Field(
         None,

@@ -68,21 +68,49 @@ def check_trainer_config(loaded: LoadedSpec, workdir: Path) -> None:
         return
     config = _config_argument(train.config, workdir, loaded.spec.run.workdir)
     overrides = trainer_overrides(dict(train.overrides))
-    passed = _passed_marker(config, overrides)
+    passed = _passed_marker(config, [*overrides, f"world_size={loaded.spec.world_size}"])
     if passed is not None and passed.exists():
         return  # these very inputs passed before: the check is not run again
     from train.config import ConfigError, load_config
 
     try:
-        load_config(config, overrides)
+        strategy = load_config(config, overrides).config.distributed.strategy
     except ConfigError as err:
         if err.where == "--config" and config != train.config:
             err.message += f" (looked for {config})"
             err.message = err.message.replace(repr(config), repr(train.config), 1)
         raise _spec_error(loaded, err, list(train.overrides)) from None
+    _check_strategy(loaded, strategy)
     if passed is not None:
         with contextlib.suppress(OSError):
             passed.touch()
+
+
+def _check_strategy(loaded: LoadedSpec, strategy: str) -> None:
+    """distributed.strategy single and dp run one process (dp: DataParallel over the node's
+    GPUs): a spec starting more is refused here, not after the queue wait."""
+    spec = loaded.spec
+    if strategy not in ("single", "dp") or spec.world_size == 1:
+        return
+    what = "one process using every GPU of its node" if strategy == "dp" else "one process"
+    gpus = spec.resources.gpus_per_node
+    seen = f" (it sees all {gpus} GPUs of resources.gpus_per_node)" if gpus > 1 else ""
+    nodes = spec.resources.nodes
+    fix = "launch.nproc_per_node: 1" + seen if nodes == 1 else "distributed.strategy ddp"
+    key = "launch.nproc_per_node" if nodes == 1 else "run.train.config"
+    origins = loaded.origins
+    location = (
+        origins.get(tuple(key.split(".")))
+        or origins.get(("resources", "gpus_per_node"))
+        or origins.get(("run", "train"))
+    )
+    raise SpecError(
+        f"the trainer's distributed.strategy {strategy} runs {what}, but this spec starts"
+        f" {spec.world_size} ({nodes} node(s) x {spec.procs_per_node}): set {fix}",
+        file=location.file if location else str(loaded.path),
+        line=location.line if location else None,
+        key=key,
+    )
 
 
 def _passed_marker(config: str, overrides: list[str]) -> Path | None:

@@ -17,7 +17,7 @@ from pydantic import (
 from jobkit.backends.registry import backend_names, builtin_names, is_known
 from jobkit.core.units import parse_duration, parse_memory_mb
 
-LAUNCHERS = ("torchrun", "srun", "mpirun", "spawn", "distributed-launch")
+LAUNCHERS = ("torchrun", "srun", "mpirun", "spawn", "distributed-launch", "none")
 
 _FORBIDDEN_CHARS = {"\n": "newline", "\r": "carriage return", "\x00": "NUL"}
 
@@ -106,6 +106,20 @@ def _as_argv(value: object) -> object:
 
 
 StrList = Annotated[list[SafeStr], BeforeValidator(_as_list)]
+
+
+def _shell_words(value: str) -> str:
+    try:
+        shlex.split(value)
+    except ValueError as err:
+        raise ValueError(f"cannot be split into words like a shell: {err}") from None
+    return value
+
+
+ShellWordsList = Annotated[
+    list[Annotated[SafeStr, AfterValidator(_shell_words)]], BeforeValidator(_as_list)
+]
+"""Entries each split like a shell into words (an unclosed quote is refused here)."""
 Argv = Annotated[list[SafeStr], BeforeValidator(_as_argv), Field(min_length=1)]
 ScalarValue = SafeStr | int | float | bool
 

@@ -6,6 +6,7 @@
 #   jobkit_run_on_node I CODE    run bash CODE on host I (locally, over ssh, pbsdsh, qrsh...)
 #   jobkit_node_script I         the bash code that runs host I's torchrun
 #   jobkit_pgid_file I           where host I keeps its torchrun's process-group id
+#   jobkit_program_rc RC SINCE F the program's exit code, from host I's RC and output F
 #   jobkit_node_logs_itself      1 when host I writes node-I.out into the run folder itself
 #   jobkit_exit_file             the run folder's exit-code file
 #   JOBKIT_RUN_DIR               the run folder
@@ -38,7 +39,8 @@ jobkit_killed=""        # set once the hosts left after the grace period were ki
 # jobkit_launch_node I: run host I to its end; return its exit code. Where the host writes
 # node-I.out into the (shared) run folder itself, its exit code comes back in node-I.exit.
 jobkit_launch_node() {
-  local rc=0
+  local rc=0 since
+  since=$(date +%Y-%m-%d_%H:%M:%S)
   if (( jobkit_node_logs_itself )); then
     rm -f -- "$JOBKIT_RUN_DIR/node-$1.exit"
     jobkit_run_on_node "$1" "$(jobkit_node_script "$1")" </dev/null || rc=$?
@@ -54,6 +56,8 @@ jobkit_launch_node() {
     jobkit_run_on_node "$1" "$(jobkit_node_script "$1")" \
       </dev/null >"$JOBKIT_RUN_DIR/$name" 2>&1 || rc=$?
   fi
+  # The program's own exit code (torchrun's is 1 whatever its worker's).
+  rc=$(jobkit_program_rc "$rc" "$since" "$JOBKIT_RUN_DIR/node-$1.out")
   return "$rc"
 }
 

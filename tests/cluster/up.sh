@@ -11,7 +11,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
 
 PACKAGES=(slurm-wlm slurmdbd munge mariadb-server mariadb-client slurm-wlm-torque
-    openssh-server openssh-client shellcheck pdsh)
+    openssh-server openssh-client shellcheck pdsh openmpi-bin)
 
 started_at=$SECONDS
 

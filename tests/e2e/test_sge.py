@@ -118,8 +118,8 @@ def leftovers(run_dir: str, within_s: float) -> list[str]:
 def test_failing_program_is_failed_with_its_exit_code(
     jobkit: Jobkit, sge_cluster: SgeCluster, tmp_path: Path
 ) -> None:
-    """A one-slot job whose program exits 3: FAILED with torchrun's exit code (1; torchrun
-    reports a failed worker so), the worker's 3 in the host's output."""
+    """A one-slot job whose program exits 3: FAILED with exit code 3 (torchrun exits 1 for
+    a failed worker; the script reads the program's own code from torchrun's report)."""
     spec = tmp_path / "fails.yaml"
     spec.write_text(
         "name: sge-fails\nbackend: sge\nrun:\n  command: [python3, -c, 'import sys; sys.exit(3)']\n"
@@ -127,7 +127,7 @@ def test_failing_program_is_failed_with_its_exit_code(
     sub = jobkit.submit(str(spec))
     assert sub.returncode != 0, sub.explain()
     record = jobkit.status(sub.jobkit_id)
-    assert (record["state"], record["exit_code"]) == ("FAILED", 1), record
+    assert (record["state"], record["exit_code"]) == ("FAILED", 3), record
     run_dir = Path(record["log_paths"]["run_dir"])
     assert "exitcode  : 3" in (run_dir / "node-0.out").read_text()
-    assert "finished with exit code 1" in Path(record["log_paths"]["out"]).read_text()
+    assert "finished with exit code 3" in Path(record["log_paths"]["out"]).read_text()

@@ -54,13 +54,15 @@ def test_slurm_asks_for_the_same_cores_per_process(launcher: str, expected: str)
     assert "export OMP_NUM_THREADS=8\n" in text
 
 
-def test_cpus_per_task_is_passed_as_given() -> None:
+def test_cpus_per_task_means_per_process_whatever_the_launcher() -> None:
+    """A seed's cpus_per_task is "cores per process": torchrun's one task per node asks for
+    it times nproc_per_node (render says so: tests/spec/test_seed_words.py)."""
+    assert set(slurm_cpus(script(spec("slurm", "torchrun", cpus_per_task=6)))) == {
+        "--cpus-per-task=24"
+    }
+    assert set(slurm_cpus(script(spec("slurm", "srun", cpus_per_task=6)))) == {"--cpus-per-task=6"}
     for launcher in ("torchrun", "srun"):
-        text = script(spec("slurm", launcher, cpus_per_task=6))
-        assert set(slurm_cpus(text)) == {"--cpus-per-task=6"}
-    # ...and each torchrun process gets its share of the one task's cores.
-    assert "export OMP_NUM_THREADS=1\n" in script(spec("slurm", "torchrun", cpus_per_task=6))
-    assert "export OMP_NUM_THREADS=6\n" in script(spec("slurm", "srun", cpus_per_task=6))
+        assert "export OMP_NUM_THREADS=6\n" in script(spec("slurm", launcher, cpus_per_task=6))
 
 
 @pytest.mark.parametrize(
@@ -107,8 +109,7 @@ def test_both_is_an_error(tmp_path: Path) -> None:
         load_spec(path, profile_dirs=[])
     assert caught.value.show() == (
         f"{path}:4: resources.cpus_per_process: give resources.cpus_per_process or"
-        " resources.cpus_per_task, not both (cpus_per_task is per scheduler task: one per node"
-        " with torchrun, one per process otherwise)"
+        " resources.cpus_per_task, not both (both mean the CPUs of each process)"
     )
 
 

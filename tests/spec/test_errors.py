@@ -288,7 +288,8 @@ CASES: list[tuple[str, str, tuple[str, ...], str]] = [
             """)
         + OK_RUN,
         (),
-        "job.yaml:4: resources.nodes: must equal the number of ssh.hosts (2; got 3)",
+        "job.yaml:4: resources.nodes: must equal the number of ssh.hosts (2: n1, n2; got 3): one"
+        " node per host; leave resources.nodes out and it follows ssh.hosts",
     ),
     (
         "bad-host-name",

@@ -513,3 +513,29 @@ def test_grid_engine_job_id_and_port(
 ) -> None:
     """The same id and port as templates/sge/job.sh.j2 (JOB_ID.TASK; N + task index)."""
     assert detect_launch_env(environ, resolve=resolve) == env_of(job_id=job_id, master_port=port)
+
+
+def test_srun_numbers_jobkit_exports_are_read_as_slurm() -> None:
+    """jobkit's srun line exports RANK, LOCAL_RANK, WORLD_SIZE... from SLURM_PROCID...: the
+    trainer reads them as Slurm's (with its checks), not as a plain env:// launcher."""
+    environ = {
+        "SLURM_JOB_ID": "77",
+        "SLURM_STEP_ID": "0",
+        "SLURM_PROCID": "1",
+        "SLURM_LOCALID": "0",
+        "SLURM_NODEID": "1",
+        "SLURM_NTASKS": "2",
+        "SLURM_STEP_NUM_TASKS": "2",
+        "SLURM_STEP_NUM_NODES": "2",
+        "SLURM_STEP_NODELIST": "n[1-2]",
+        "SLURM_STEP_TASKS_PER_NODE": "1(x2)",
+        "RANK": "1",
+        "LOCAL_RANK": "0",
+        "WORLD_SIZE": "2",
+        "LOCAL_WORLD_SIZE": "1",
+        "GROUP_RANK": "1",
+        "MASTER_ADDR": "n1",
+        "MASTER_PORT": "15077",
+    }
+    found = detect_launch_env(environ, resolve=resolve)
+    assert (found.launcher, found.rank, found.world_size, found.node_rank) == ("slurm", 1, 2, 1)

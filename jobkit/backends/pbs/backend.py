@@ -193,7 +193,7 @@ class PbsBackend(BatchScheduler):
 
     name = "pbs"
     template = "pbs/job.sh.j2"
-    launchers = ("torchrun", "mpirun")
+    launchers = ("torchrun", "mpirun", "none")
 
     @classmethod
     def validate(cls, spec: JobSpec) -> None:

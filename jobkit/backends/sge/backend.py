@@ -59,6 +59,11 @@ class SgeBackend(BatchScheduler):
 
     name = "sge"
     template = "sge/job.sh.j2"
+    launchers = ("torchrun", "none")
+    memory_key = (
+        "scheduler.extra (e.g. -l h_vmem=8G: Grid Engine sites name memory limits their own"
+        " way, and jobkit does not send resources.mem)"
+    )
     excludes_nodes = True
     refusal_marks = re.compile(r"^Unable to run job: |^qsub: ", re.MULTILINE)
     """The submit command's own words for a refusal (a bad option, partition or value)."""

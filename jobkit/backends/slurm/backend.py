@@ -38,7 +38,7 @@ class SlurmBackend(BatchScheduler):
 
     name = "slurm"
     template = "slurm/job.sh.j2"
-    launchers = ("torchrun", "srun", "mpirun", "spawn", "distributed-launch")
+    launchers = ("torchrun", "srun", "mpirun", "spawn", "distributed-launch", "none")
     node_ranges = True
     excludes_nodes = True
     refusal_marks = re.compile(

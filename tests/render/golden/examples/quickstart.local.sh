@@ -12,6 +12,10 @@ set -euo pipefail
 # jobkit submit sets JOBKIT_SLOT_DIR for a task of a sweep: the task holds an flock on one of
 # JOBKIT_MAX_PARALLEL slot files for as long as it (or anything it started) runs; the kernel
 # frees the slot when the last of them ends, however it ends.
+# jobkit_count WORDS...: how many.
+jobkit_count() {
+  echo "$#"
+}
 if [[ -n "${JOBKIT_SLOT_DIR:-}" ]]; then
   jobkit_said_wait=
   while :; do
@@ -30,6 +34,27 @@ if [[ -n "${JOBKIT_SLOT_DIR:-}" ]]; then
   done
   rm -f -- "$JOBKIT_SLOT_DIR/waiting-${JOBKIT_JOB_ID:-}"
   echo "jobkit: running in slot $jobkit_slot of ${JOBKIT_MAX_PARALLEL:-1}"
+  # Tasks running side by side share the GPUs: slot I gets the I-th share
+  # (resources.gpus_per_node each, else an equal part of the GPUs counted here), taken from
+  # CUDA_VISIBLE_DEVICES when it is set, else from the GPU indices 0, 1, ...
+  if (( ${JOBKIT_MAX_PARALLEL:-1} > 1 )); then
+    jobkit_gpus=()
+    if [[ -n "${CUDA_VISIBLE_DEVICES+x}" ]]; then
+      IFS=, read -ra jobkit_gpus <<<"$CUDA_VISIBLE_DEVICES"
+    elif command -v nvidia-smi >/dev/null 2>&1; then
+      mapfile -t jobkit_gpus < <(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null || true)
+    fi
+    jobkit_ngpus=$(jobkit_count "${jobkit_gpus[@]}")
+    jobkit_share=$(( jobkit_ngpus / JOBKIT_MAX_PARALLEL ))
+    if (( jobkit_share > 0 && (jobkit_slot + 1) * jobkit_share <= jobkit_ngpus )); then
+      CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${jobkit_gpus[*]:jobkit_slot*jobkit_share:jobkit_share}")
+      export CUDA_VISIBLE_DEVICES
+      jobkit_slot_gpus=$CUDA_VISIBLE_DEVICES
+      echo "jobkit: slot $jobkit_slot uses GPU(s) $CUDA_VISIBLE_DEVICES"
+    elif (( jobkit_ngpus > 0 )); then
+      echo "jobkit: slot $jobkit_slot: $jobkit_ngpus GPU(s) cannot give each of $JOBKIT_MAX_PARALLEL tasks its own share: every task sees them all" >&2
+    fi
+  fi
 fi
 
 # ---- Job identity and run folder (docs/design.md) -------------------------------------------
@@ -154,8 +179,36 @@ jobkit_node_script() {
   echo "umask $(umask)"
   declare -p JOBKIT_JOB_ID JOBKIT_RUN_DIR JOBKIT_WORKDIR MASTER_ADDR MASTER_PORT \
     JOBKIT_NNODES JOBKIT_NPROC_PER_NODE JOBKIT_TASK_ID
+  if [[ -n "${jobkit_slot_gpus:-}" ]]; then
+    # A local/ssh sweep slot's share of the GPUs (templates/ssh wait_for_slot).
+    printf 'export CUDA_VISIBLE_DEVICES=%q\n' "$jobkit_slot_gpus"
+  fi
   declare -f jobkit_pgid_file jobkit_node
   echo "jobkit_node $1 </dev/null"
+}
+
+# torchrun exits 1 whatever its worker's exit code: the program's own is in its report.
+jobkit_program_rc() {
+  local rc=$1 since=$2 found
+  shift 2
+  if [[ "$rc" != 1 ]]; then
+    echo "$rc"
+    return 0
+  fi
+  found=$(awk -v since="$since" '
+    /^Root Cause \(first observed failure\)/ { block = 1; moment = ""; next }
+    /^=+$/ { block = 0 }
+    block && /^ *time *: / { moment = $3; next }
+    block && /^ *exitcode *: / {
+      code = $3; block = 0
+      if (moment < since || code !~ /^-?[0-9]+$/ || code == 0) next
+      if (code < 0) print 1, moment, 128 - code; else print 0, moment, code
+    }' "$@" 2>/dev/null | sort | head -n 1)
+  if [[ -n "$found" ]]; then
+    echo "${found##* }"
+  else
+    echo "$rc"
+  fi
 }
 
 # ---- Starting, watching and stopping the hosts: templates/common/nodes-lib.sh ----------------
@@ -169,6 +222,7 @@ jobkit_exit_file="$JOBKIT_RUN_DIR/exit_code"
 #   jobkit_run_on_node I CODE    run bash CODE on host I (locally, over ssh, pbsdsh, qrsh...)
 #   jobkit_node_script I         the bash code that runs host I's torchrun
 #   jobkit_pgid_file I           where host I keeps its torchrun's process-group id
+#   jobkit_program_rc RC SINCE F the program's exit code, from host I's RC and output F
 #   jobkit_node_logs_itself      1 when host I writes node-I.out into the run folder itself
 #   jobkit_exit_file             the run folder's exit-code file
 #   JOBKIT_RUN_DIR               the run folder
@@ -201,7 +255,8 @@ jobkit_killed=""        # set once the hosts left after the grace period were ki
 # jobkit_launch_node I: run host I to its end; return its exit code. Where the host writes
 # node-I.out into the (shared) run folder itself, its exit code comes back in node-I.exit.
 jobkit_launch_node() {
-  local rc=0
+  local rc=0 since
+  since=$(date +%Y-%m-%d_%H:%M:%S)
   if (( jobkit_node_logs_itself )); then
     rm -f -- "$JOBKIT_RUN_DIR/node-$1.exit"
     jobkit_run_on_node "$1" "$(jobkit_node_script "$1")" </dev/null || rc=$?
@@ -217,6 +272,8 @@ jobkit_launch_node() {
     jobkit_run_on_node "$1" "$(jobkit_node_script "$1")" \
       </dev/null >"$JOBKIT_RUN_DIR/$name" 2>&1 || rc=$?
   fi
+  # The program's own exit code (torchrun's is 1 whatever its worker's).
+  rc=$(jobkit_program_rc "$rc" "$since" "$JOBKIT_RUN_DIR/node-$1.out")
   return "$rc"
 }
 

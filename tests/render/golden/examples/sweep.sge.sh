@@ -211,12 +211,40 @@ jobkit_node_script() {
   echo "umask $(umask)"
   declare -p JOBKIT_JOB_ID JOBKIT_RUN_DIR JOBKIT_WORKDIR MASTER_ADDR MASTER_PORT \
     JOBKIT_NNODES JOBKIT_NPROC_PER_NODE JOBKIT_TASK_ID
+  if [[ -n "${jobkit_slot_gpus:-}" ]]; then
+    # A local/ssh sweep slot's share of the GPUs (templates/ssh wait_for_slot).
+    printf 'export CUDA_VISIBLE_DEVICES=%q\n' "$jobkit_slot_gpus"
+  fi
   declare -p jobkit_sweep_args
   declare -f jobkit_pgid_file jobkit_node
   echo "jobkit_rc=0"
   echo "jobkit_node $1 </dev/null >>\"\$JOBKIT_RUN_DIR/node-$1.out\" 2>&1 || jobkit_rc=\$?"
   echo "echo \"\$jobkit_rc\" >\"\$JOBKIT_RUN_DIR/node-$1.exit\""
   echo "exit \"\$jobkit_rc\""
+}
+
+# torchrun exits 1 whatever its worker's exit code: the program's own is in its report.
+jobkit_program_rc() {
+  local rc=$1 since=$2 found
+  shift 2
+  if [[ "$rc" != 1 ]]; then
+    echo "$rc"
+    return 0
+  fi
+  found=$(awk -v since="$since" '
+    /^Root Cause \(first observed failure\)/ { block = 1; moment = ""; next }
+    /^=+$/ { block = 0 }
+    block && /^ *time *: / { moment = $3; next }
+    block && /^ *exitcode *: / {
+      code = $3; block = 0
+      if (moment < since || code !~ /^-?[0-9]+$/ || code == 0) next
+      if (code < 0) print 1, moment, 128 - code; else print 0, moment, code
+    }' "$@" 2>/dev/null | sort | head -n 1)
+  if [[ -n "$found" ]]; then
+    echo "${found##* }"
+  else
+    echo "$rc"
+  fi
 }
 
 # ---- Starting, watching and stopping the hosts: templates/common/nodes-lib.sh ----------------
@@ -230,6 +258,7 @@ jobkit_exit_file="$JOBKIT_RUN_DIR/exit_code"
 #   jobkit_run_on_node I CODE    run bash CODE on host I (locally, over ssh, pbsdsh, qrsh...)
 #   jobkit_node_script I         the bash code that runs host I's torchrun
 #   jobkit_pgid_file I           where host I keeps its torchrun's process-group id
+#   jobkit_program_rc RC SINCE F the program's exit code, from host I's RC and output F
 #   jobkit_node_logs_itself      1 when host I writes node-I.out into the run folder itself
 #   jobkit_exit_file             the run folder's exit-code file
 #   JOBKIT_RUN_DIR               the run folder
@@ -262,7 +291,8 @@ jobkit_killed=""        # set once the hosts left after the grace period were ki
 # jobkit_launch_node I: run host I to its end; return its exit code. Where the host writes
 # node-I.out into the (shared) run folder itself, its exit code comes back in node-I.exit.
 jobkit_launch_node() {
-  local rc=0
+  local rc=0 since
+  since=$(date +%Y-%m-%d_%H:%M:%S)
   if (( jobkit_node_logs_itself )); then
     rm -f -- "$JOBKIT_RUN_DIR/node-$1.exit"
     jobkit_run_on_node "$1" "$(jobkit_node_script "$1")" </dev/null || rc=$?
@@ -278,6 +308,8 @@ jobkit_launch_node() {
     jobkit_run_on_node "$1" "$(jobkit_node_script "$1")" \
       </dev/null >"$JOBKIT_RUN_DIR/$name" 2>&1 || rc=$?
   fi
+  # The program's own exit code (torchrun's is 1 whatever its worker's).
+  rc=$(jobkit_program_rc "$rc" "$since" "$JOBKIT_RUN_DIR/node-$1.out")
   return "$rc"
 }
 

@@ -154,6 +154,7 @@ echo "jobkit: run folder $JOBKIT_RUN_DIR"
 # note of completion.
 rm -f -- "$JOBKIT_RUN_DIR/requeue-requested" "$JOBKIT_RUN_DIR/exit_code" \
     "$JOBKIT_RUN_DIR/finished"
+jobkit_step_since=$(date +%Y-%m-%d_%H:%M:%S)  # torchrun's report names the program's exit code
 # One torchrun per node; each starts 1 process(es). Output: node-N.out,
 # N being $SLURM_NODEID (exported as JOBKIT_NODE_INDEX). sh, not bash: bash would read
 # ~/.bashrc when the job's environment came from an ssh session (SSH_CLIENT is set).
@@ -171,6 +172,34 @@ jobkit_step_pid=$!
 jobkit_step_rc=0
 jobkit_wait_step || jobkit_step_rc=$?
 echo "jobkit: job step ended with exit code $jobkit_step_rc"
+# torchrun exits 1 whatever its worker's exit code: the program's own is in its report.
+jobkit_program_rc() {
+  local rc=$1 since=$2 found
+  shift 2
+  if [[ "$rc" != 1 ]]; then
+    echo "$rc"
+    return 0
+  fi
+  found=$(awk -v since="$since" '
+    /^Root Cause \(first observed failure\)/ { block = 1; moment = ""; next }
+    /^=+$/ { block = 0 }
+    block && /^ *time *: / { moment = $3; next }
+    block && /^ *exitcode *: / {
+      code = $3; block = 0
+      if (moment < since || code !~ /^-?[0-9]+$/ || code == 0) next
+      if (code < 0) print 1, moment, 128 - code; else print 0, moment, code
+    }' "$@" 2>/dev/null | sort | head -n 1)
+  if [[ -n "$found" ]]; then
+    echo "${found##* }"
+  else
+    echo "$rc"
+  fi
+}
+jobkit_program_exit=$(jobkit_program_rc "$jobkit_step_rc" "$jobkit_step_since" "$JOBKIT_RUN_DIR"/node-*.out)
+if [[ "$jobkit_program_exit" != "$jobkit_step_rc" ]]; then
+  echo "jobkit: the program's exit code (torchrun's root cause): $jobkit_program_exit"
+  jobkit_step_rc=$jobkit_program_exit
+fi
 
 # ---- Requeue or finish ------------------------------------------------------------------------
 # Preemption with a GraceTime signals the job step only: here it looks like a failed step.

@@ -137,6 +137,10 @@ echo "jobkit: job $JOBKIT_JOB_ID on $JOBKIT_NNODES host(s): ${jobkit_hosts[*]}; 
 # mpirun runs in the background so that SIGTERM from PBS can be passed on while it waits.
 jobkit_step_pid=""
 trap 'echo "jobkit: received SIGTERM" >&2; [[ -z "$jobkit_step_pid" ]] || kill -s TERM "$jobkit_step_pid"' TERM
+# Run as root, Open MPI refuses to start without OMPI_ALLOW_RUN_AS_ROOT (given only then).
+if (( EUID == 0 )); then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
 mpirun -np 16 ./solver &
 jobkit_step_pid=$!
 jobkit_rc=0

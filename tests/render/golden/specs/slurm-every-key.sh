@@ -5,7 +5,7 @@
 #SBATCH --job-name=every-key
 #SBATCH --nodes=4
 #SBATCH --ntasks-per-node=1
-#SBATCH --cpus-per-task=12
+#SBATCH --cpus-per-task=96
 #SBATCH --gres=gpu:h100:8
 #SBATCH --mem=480G
 #SBATCH --time=2-00:00:00
@@ -139,7 +139,14 @@ if [[ "$(type -t conda)" != function ]]; then
   fi
   eval "$("$jobkit_conda" shell.bash hook)"
 fi
-conda activate /opt/envs/train
+# A name conda does not know (EnvironmentNameNotFound) stops the job with one line.
+jobkit_conda_env=/opt/envs/train
+if ! conda activate "$jobkit_conda_env"; then
+  jobkit_failure="jobkit: env.conda: the conda environment $jobkit_conda_env (conda env list) not found on ${SLURMD_NODENAME:-${HOSTNAME:-this host}}"
+  echo "$jobkit_failure" >&2
+  echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure" || true
+  exit 1
+fi
 # Python virtual environment (a relative folder is relative to the submission directory).
 jobkit_activate=.venv/bin/activate
 [[ "$jobkit_activate" == /* ]] || jobkit_activate="$PWD/$jobkit_activate"
@@ -200,13 +207,14 @@ echo "jobkit: run folder $JOBKIT_RUN_DIR"
 # note of completion.
 rm -f -- "$JOBKIT_RUN_DIR/requeue-requested" "$JOBKIT_RUN_DIR/exit_code" \
     "$JOBKIT_RUN_DIR/finished"
+jobkit_step_since=$(date +%Y-%m-%d_%H:%M:%S)  # torchrun's report names the program's exit code
 # One torchrun per node; each starts 8 process(es). Output: node-N.out,
 # N being $SLURM_NODEID (exported as JOBKIT_NODE_INDEX). sh, not bash: bash would read
 # ~/.bashrc when the job's environment came from an ssh session (SSH_CLIENT is set).
 rm -rf -- "$JOBKIT_RUN_DIR/ranks"
 mkdir -p -- "$JOBKIT_RUN_DIR/ranks"
 srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 \
-    --cpus-per-task=12 \
+    --cpus-per-task=96 \
     --output="${JOBKIT_RUN_DIR//%/%%}/node-%n.out" \
     sh -c 'export JOBKIT_NODE_INDEX=$SLURM_NODEID; exec torchrun "$@"' torchrun \
     --nnodes "$SLURM_JOB_NUM_NODES" --nproc-per-node 8 \
@@ -218,6 +226,34 @@ jobkit_step_pid=$!
 jobkit_step_rc=0
 jobkit_wait_step || jobkit_step_rc=$?
 echo "jobkit: job step ended with exit code $jobkit_step_rc"
+# torchrun exits 1 whatever its worker's exit code: the program's own is in its report.
+jobkit_program_rc() {
+  local rc=$1 since=$2 found
+  shift 2
+  if [[ "$rc" != 1 ]]; then
+    echo "$rc"
+    return 0
+  fi
+  found=$(awk -v since="$since" '
+    /^Root Cause \(first observed failure\)/ { block = 1; moment = ""; next }
+    /^=+$/ { block = 0 }
+    block && /^ *time *: / { moment = $3; next }
+    block && /^ *exitcode *: / {
+      code = $3; block = 0
+      if (moment < since || code !~ /^-?[0-9]+$/ || code == 0) next
+      if (code < 0) print 1, moment, 128 - code; else print 0, moment, code
+    }' "$@" 2>/dev/null | sort | head -n 1)
+  if [[ -n "$found" ]]; then
+    echo "${found##* }"
+  else
+    echo "$rc"
+  fi
+}
+jobkit_program_exit=$(jobkit_program_rc "$jobkit_step_rc" "$jobkit_step_since" "$JOBKIT_RUN_DIR"/node-*.out)
+if [[ "$jobkit_program_exit" != "$jobkit_step_rc" ]]; then
+  echo "jobkit: the program's exit code (torchrun's root cause): $jobkit_program_exit"
+  jobkit_step_rc=$jobkit_program_exit
+fi
 
 # ---- Requeue or finish ------------------------------------------------------------------------
 # Preemption with a GraceTime signals the job step only: here it looks like a failed step.

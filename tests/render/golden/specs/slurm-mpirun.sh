@@ -115,7 +115,12 @@ echo "jobkit: run folder $JOBKIT_RUN_DIR"
 # note of completion.
 rm -f -- "$JOBKIT_RUN_DIR/requeue-requested" "$JOBKIT_RUN_DIR/exit_code" \
     "$JOBKIT_RUN_DIR/finished"
-# mpirun starts 8 process(es) across the allocation.
+# mpirun starts 8 process(es) across the allocation; each finds its rank in
+# OMPI_COMM_WORLD_RANK (Open MPI) or PMI_RANK (MPICH). Run as root, Open MPI needs
+# OMPI_ALLOW_RUN_AS_ROOT (given here only when the job runs as root).
+if (( EUID == 0 )); then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
 mpirun -np 8 ./solver -n 100 &
 jobkit_step_pid=$!
 jobkit_step_rc=0

@@ -5,7 +5,7 @@
 #SBATCH --job-name=preflight
 #SBATCH --nodes=2
 #SBATCH --ntasks-per-node=1
-#SBATCH --cpus-per-task=2
+#SBATCH --cpus-per-task=4
 #SBATCH --gres=gpu:2
 #SBATCH --time=01:00:00
 #SBATCH --no-requeue
@@ -115,7 +115,7 @@ export PATH
 # Variables for the program (the GPU request, the NCCL preset and overrides, env.debug,
 # env.vars).
 export JOBKIT_GPUS_PER_NODE=2
-export OMP_NUM_THREADS=1
+export OMP_NUM_THREADS=2
 export JOBKIT_PREFLIGHT_TIMEOUT_S=30
 
 echo "jobkit: job $JOBKIT_JOB_ID ($SLURM_JOB_NAME) on $JOBKIT_NNODES node(s): ${jobkit_hosts[*]}"
@@ -131,12 +131,12 @@ echo "jobkit preflight: checking $JOBKIT_NNODES node(s): GPUs, TCP to $MASTER_AD
 jobkit_preflight_start=$SECONDS
 jobkit_preflight_rc=0
 srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 \
-    --cpus-per-task=2 \
+    --cpus-per-task=4 \
     /opt/venvs/jobkit/bin/python -m train.preflight node || jobkit_preflight_rc=$?
 if (( jobkit_preflight_rc == 0 )); then
   # One torchrun per node running the bundled trainer's check.
   srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 \
-      --cpus-per-task=2 \
+      --cpus-per-task=4 \
       sh -c 'export JOBKIT_NODE_INDEX=$SLURM_NODEID; exec "$0" -m train.preflight allreduce -- torchrun --node-rank "$SLURM_NODEID" "$@"' \
       /opt/venvs/jobkit/bin/python --nnodes "$SLURM_JOB_NUM_NODES" --nproc-per-node 2 \
       --rdzv-backend static \
@@ -164,13 +164,14 @@ echo "jobkit preflight: passed in $(( SECONDS - jobkit_preflight_start )) s"
 # note of completion.
 rm -f -- "$JOBKIT_RUN_DIR/requeue-requested" "$JOBKIT_RUN_DIR/exit_code" \
     "$JOBKIT_RUN_DIR/finished"
+jobkit_step_since=$(date +%Y-%m-%d_%H:%M:%S)  # torchrun's report names the program's exit code
 # One torchrun per node; each starts 2 process(es). Output: node-N.out,
 # N being $SLURM_NODEID (exported as JOBKIT_NODE_INDEX). sh, not bash: bash would read
 # ~/.bashrc when the job's environment came from an ssh session (SSH_CLIENT is set).
 rm -rf -- "$JOBKIT_RUN_DIR/ranks"
 mkdir -p -- "$JOBKIT_RUN_DIR/ranks"
 srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 \
-    --cpus-per-task=2 \
+    --cpus-per-task=4 \
     --output="${JOBKIT_RUN_DIR//%/%%}/node-%n.out" \
     sh -c 'export JOBKIT_NODE_INDEX=$SLURM_NODEID; exec torchrun --node-rank "$SLURM_NODEID" "$@"' torchrun \
     --nnodes "$SLURM_JOB_NUM_NODES" --nproc-per-node 2 \
@@ -183,6 +184,34 @@ jobkit_step_pid=$!
 jobkit_step_rc=0
 jobkit_wait_step || jobkit_step_rc=$?
 echo "jobkit: job step ended with exit code $jobkit_step_rc"
+# torchrun exits 1 whatever its worker's exit code: the program's own is in its report.
+jobkit_program_rc() {
+  local rc=$1 since=$2 found
+  shift 2
+  if [[ "$rc" != 1 ]]; then
+    echo "$rc"
+    return 0
+  fi
+  found=$(awk -v since="$since" '
+    /^Root Cause \(first observed failure\)/ { block = 1; moment = ""; next }
+    /^=+$/ { block = 0 }
+    block && /^ *time *: / { moment = $3; next }
+    block && /^ *exitcode *: / {
+      code = $3; block = 0
+      if (moment < since || code !~ /^-?[0-9]+$/ || code == 0) next
+      if (code < 0) print 1, moment, 128 - code; else print 0, moment, code
+    }' "$@" 2>/dev/null | sort | head -n 1)
+  if [[ -n "$found" ]]; then
+    echo "${found##* }"
+  else
+    echo "$rc"
+  fi
+}
+jobkit_program_exit=$(jobkit_program_rc "$jobkit_step_rc" "$jobkit_step_since" "$JOBKIT_RUN_DIR"/node-*.out)
+if [[ "$jobkit_program_exit" != "$jobkit_step_rc" ]]; then
+  echo "jobkit: the program's exit code (torchrun's root cause): $jobkit_program_exit"
+  jobkit_step_rc=$jobkit_program_exit
+fi
 
 # ---- Requeue or finish ------------------------------------------------------------------------
 # Preemption with a GraceTime signals the job step only: here it looks like a failed step.

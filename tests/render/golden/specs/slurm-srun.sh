@@ -120,11 +120,14 @@ echo "jobkit: run folder $JOBKIT_RUN_DIR"
 # note of completion.
 rm -f -- "$JOBKIT_RUN_DIR/requeue-requested" "$JOBKIT_RUN_DIR/exit_code" \
     "$JOBKIT_RUN_DIR/finished"
-# One task per process (2 per node); the program reads SLURM_PROCID etc.
+# One task per process (2 per node). Each gets what torchrun would give it
+# (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK from SLURM_PROCID,
+# SLURM_LOCALID, SLURM_NTASKS, SLURM_NODEID), so a program using env:// runs unchanged.
 # Output: rank-R.out.
 srun --kill-on-bad-exit=1 \
     --cpus-per-task=2 \
     --output="${JOBKIT_RUN_DIR//%/%%}/rank-%t.out" \
+    sh -c 'export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS LOCAL_WORLD_SIZE=2 GROUP_RANK=$SLURM_NODEID NODE_RANK=$SLURM_NODEID JOBKIT_NODE_INDEX=$SLURM_NODEID; exec "$@"' srun-task \
     python3 train.py --data '/data/my set' &
 jobkit_step_pid=$!
 jobkit_step_rc=0
