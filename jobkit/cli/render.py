@@ -141,7 +141,7 @@ def render(
 
 
 def write_script(target: Path, script: str, *, spec_path: Path | None = None) -> None:
-    """Write `script` to `target` atomically with mode 0755 (a temp file, then rename).
+    """Write `script` to `target` atomically (a temp file, then rename), mode 0700.
 
     A symlink is followed (the file it points to is replaced); a device or pipe that
     already exists (/dev/stdout, /dev/null, a FIFO) is written to directly, never replaced.
