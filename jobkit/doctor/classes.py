@@ -319,15 +319,6 @@ CLASSES: tuple[FailureClass, ...] = (
         signals=frozenset({9}),
     ),
     FailureClass(
-        "program_exit",
-        "the program exited with an error code",
-        _p(r"^\s*exitcode\s*:\s*[1-9]\d*\b"),
-        "torchrun's report names the first rank whose program ended with a non-zero exit"
-        " code, without a Python exception in its output (sys.exit(N), a shell command that"
-        " failed); the job's exit code is that code.",
-        "the program: why it ended with that code; its output: `jobkit logs ID --rank R`",
-    ),
-    FailureClass(
         "rendezvous_connect",
         "rendezvous connection failed",
         _p(
@@ -383,6 +374,16 @@ CLASSES: tuple[FailureClass, ...] = (
         "Someone cancelled the job (jobkit cancel, scancel, qdel): nothing failed on its own.",
         "nothing to fix: `jobkit submit SPEC` to run it again",
         states=frozenset({"CANCELLED"}),
+    ),
+    # Last: a non-zero exit is the fallback when no line says why (a timeout, a signal...).
+    FailureClass(
+        "program_exit",
+        "the program exited with an error code",
+        _p(r"^\s*exitcode\s*:\s*[1-9]\d*\b"),
+        "torchrun's report names the first rank whose program ended with a non-zero exit"
+        " code, without a Python exception in its output (sys.exit(N), a shell command that"
+        " failed); the job's exit code is that code.",
+        "the program: why it ended with that code; its output: `jobkit logs ID --rank R`",
     ),
 )
 
