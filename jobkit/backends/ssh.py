@@ -146,6 +146,8 @@ class SshBackend(launcher_files.LauncherJobs):
     """Runs the launcher here, detached; it reaches the hosts in `ssh.hosts` over ssh."""
 
     name = "ssh"
+    remote_hosts = True
+    options_section = "ssh"
     launchers = ("torchrun", "spawn", "distributed-launch")
 
     @classmethod

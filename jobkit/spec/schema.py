@@ -15,6 +15,7 @@ from pydantic import (
     model_validator,
 )
 
+from jobkit.backends.pbs.options import PbsOptions
 from jobkit.backends.registry import backend_class, builtin_names
 from jobkit.backends.sge.options import SgeOptions
 from jobkit.core.errors import CrossFieldError
@@ -52,6 +53,7 @@ class JobSpec(StrictModel):
     run: Run
     ssh: Ssh = Field(default_factory=Ssh)
     sge: SgeOptions = Field(default_factory=SgeOptions)
+    pbs: PbsOptions = Field(default_factory=PbsOptions)
     monitor: Monitor = Field(default_factory=Monitor)
     logs: Logs = Field(default_factory=Logs)
     sweep: Sweep | None = Field(
@@ -62,6 +64,7 @@ class JobSpec(StrictModel):
 
     @model_validator(mode="after")
     def _cross_field(self) -> JobSpec:
+        _move_deprecated_pbs_keys(self)
         check_cross_fields(self)
         backend_class(self.backend).validate(self)
         return self
@@ -110,6 +113,23 @@ class JobSpec(StrictModel):
         if backend_class(self.backend).task_per_process:
             return res.cpus_per_task
         return max(1, res.cpus_per_task * self.tasks_per_node // self.procs_per_node)
+
+
+def _move_deprecated_pbs_keys(spec: JobSpec) -> None:
+    """scheduler.pbs_flavor / pbs_spawner (deprecated, as recorded specs still hold them)
+    become pbs.flavor / pbs.spawner; both given and different is refused."""
+    sched = spec.scheduler
+    for old, new in (("pbs_flavor", "flavor"), ("pbs_spawner", "spawner")):
+        value = getattr(sched, old)
+        if value is None:
+            continue
+        if new in spec.pbs.model_fields_set and getattr(spec.pbs, new) != value:
+            raise CrossFieldError(
+                f"scheduler.{old}",
+                f"is deprecated and differs from pbs.{new}: keep pbs.{new} alone",
+            )
+        setattr(spec.pbs, new, value)
+        setattr(sched, old, None)
 
 
 def check_cross_fields(spec: JobSpec) -> None:

@@ -131,9 +131,11 @@ class Scheduler(StrictModel):
         description="Raw directives added as-is after the generated ones, e.g. --reservation=x."
         " Each is split into words and every word is quoted.",
     )
-    pbs_flavor: Literal["pro", "torque"] = Field("pro", description="PBS Pro or Torque syntax.")
-    pbs_spawner: Literal["pbsdsh", "mpiexec", "ssh"] = Field(
-        "pbsdsh", description="How a multi-node PBS job starts one torchrun on each host."
+    pbs_flavor: Literal["pro", "torque"] | None = Field(
+        None, description="Deprecated: write pbs.flavor (still read, with a note)."
+    )
+    pbs_spawner: Literal["pbsdsh", "mpiexec", "ssh"] | None = Field(
+        None, description="Deprecated: write pbs.spawner (still read, with a note)."
     )
     exclude_bad_nodes_for: Annotated[int, BeforeValidator(parse_period), SourceText()] = Field(
         "6h",

@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from jobkit.backends.base import Observation, SubmitRequest, TrackedJob
 from jobkit.backends.batch import BatchScheduler, exit_file_observation
@@ -41,6 +41,7 @@ from jobkit.core.run_files import read_exit_file
 from jobkit.core.states import State
 
 if TYPE_CHECKING:
+    from jobkit.backends.honours import How
     from jobkit.backends.preflight import Preflight
     from jobkit.backends.waiting import WaitInfo
     from jobkit.core.usage import Usage
@@ -59,6 +60,42 @@ class SgeBackend(BatchScheduler):
     name = "sge"
     template = "sge/job.sh.j2"
     excludes_nodes = True
+    display_name = "Grid Engine"
+    chooses_nodes = True
+    accounting_sources = frozenset({"qacct"})
+    options_section = "sge"
+    honours: ClassVar[Mapping[str, How]] = {
+        "resources.time": "directive",
+        "resources.partition": "directive",
+        "resources.account": "directive",
+        "scheduler.array": "directive",
+        "scheduler.dependency": "directive",
+        "scheduler.mail_user": "directive",
+        "scheduler.mail_type": "directive",
+        "scheduler.requeue": "directive",
+        "scheduler.max_attempts": "jobkit",
+        "scheduler.extra": "directive",
+        "scheduler.exclude_bad_nodes_for": "jobkit",
+    }
+    unhonoured_hints: ClassVar[Mapping[str, str]] = {
+        "resources.mem": "add your site's memory resource, h_vmem or mem_free, through"
+        " scheduler.extra, or remove the key",
+        "resources.gpu_type": "add your site's GPU-model resource through scheduler.extra,"
+        " or remove the key",
+        "scheduler.signal": "Grid Engine sends SIGTERM, then SIGKILL, when a job must stop;"
+        " remove the key",
+    }
+
+    @classmethod
+    def reads_sections(cls, spec: JobSpec) -> tuple[str, ...]:
+        """`sge:`, and `ssh:` when sge.spawner is ssh."""
+        return ("sge", "ssh") if spec.sge.spawner == "ssh" else ("sge",)
+
+    @classmethod
+    def split_task_id(cls, scheduler_id: str) -> tuple[str, str | None]:
+        """`123.5` -> ("123", "5")."""
+        job, sep, task = scheduler_id.partition(".")
+        return (job, task) if sep and task.isdigit() else (scheduler_id, None)
 
     @classmethod
     def task_label(cls, scheduler_id: str, task: str) -> str:

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from jobkit.backends.base import Allocation, Observation, SubmitRequest, TrackedJob
 from jobkit.backends.batch import BatchScheduler
@@ -22,6 +22,7 @@ from jobkit.core.run_files import read_exit_file
 from jobkit.core.states import State
 
 if TYPE_CHECKING:  # the parsers and proc load when a command runs: render stays quick
+    from jobkit.backends.honours import How
     from jobkit.backends.preflight import Preflight
     from jobkit.backends.slurm.parse import SlurmId
     from jobkit.backends.slurm.tasks import TaskMap
@@ -41,6 +42,35 @@ class SlurmBackend(BatchScheduler):
     launchers = ("torchrun", "srun", "mpirun", "spawn", "distributed-launch")
     node_ranges = True
     excludes_nodes = True
+    display_name = "Slurm"
+    chooses_nodes = True
+    accounting_sources = frozenset({"sacct"})
+    honours: ClassVar[Mapping[str, How]] = {
+        "resources.gpu_type": "directive",
+        "resources.mem": "directive",
+        "resources.time": "directive",
+        "resources.partition": "directive",
+        "resources.account": "directive",
+        "resources.qos": "directive",
+        "resources.constraint": "directive",
+        "resources.exclusive": "directive",
+        "scheduler.array": "directive",
+        "scheduler.dependency": "directive",
+        "scheduler.mail_user": "directive",
+        "scheduler.mail_type": "directive",
+        "scheduler.requeue": "directive",
+        "scheduler.max_attempts": "jobkit",
+        "scheduler.signal": "directive",
+        "scheduler.extra": "directive",
+        "scheduler.exclude_bad_nodes_for": "jobkit",
+    }
+
+    @classmethod
+    def split_task_id(cls, scheduler_id: str) -> tuple[str, str | None]:
+        """`123_4` (also `123_4;cluster`, `123_4.batch`) -> ("123", "4")."""
+        head = scheduler_id.split(";", 1)[0].split(".", 1)[0]
+        job, sep, task = head.partition("_")
+        return (job, task) if sep and task.isdigit() else (scheduler_id, None)
 
     @classmethod
     def check_script(cls, spec: JobSpec, script: str) -> None:
