@@ -7,7 +7,7 @@ result; `poll` answers for many jobs in one batched scheduler query.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -176,6 +176,18 @@ class Backend(ABC):
     def unhonoured_here(cls, spec: JobSpec) -> Mapping[str, str]:
         """Keys of `honours` that this particular spec cannot have honoured (PBS Pro has no
         constraint resource), key -> the refusal's words. Default: none."""
+        return {}
+
+    @classmethod
+    def spec_hosts(cls, spec: JobSpec) -> tuple[str, ...]:
+        """The hosts the spec names for the job (ssh.hosts), host 0 first; () where the
+        scheduler chooses them (the default)."""
+        return ()
+
+    @classmethod
+    def template_filters(cls) -> Mapping[str, Callable[..., str]]:
+        """Jinja filters this backend's template uses beyond the common ones (render/engine.py):
+        name -> function."""
         return {}
 
     @classmethod

@@ -6,11 +6,30 @@ kept with the job so its `exit_code` file can answer when the scheduler has forg
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Iterable
 from typing import ClassVar
 
 from jobkit.backends.base import Backend, Observation, SubmitRequest, Submitted, TrackedJob
+from jobkit.core.errors import SpecError
 from jobkit.core.run_files import read_exit_file
 from jobkit.core.states import State
+
+_MAIL_LETTERS = {"BEGIN": "b", "END": "e", "FAIL": "a", "ALL": "abe", "NONE": "n"}
+
+
+def mail_letters(mail_types: Iterable[str]) -> str:
+    """The `pbs_mail` filter of the PBS and Grid Engine templates: Slurm-style mail types
+    ([END, FAIL]) as `-m` letters (ea)."""
+    letters = ""
+    for mail_type in mail_types:
+        mapped = _MAIL_LETTERS.get(str(mail_type).upper())
+        if mapped is None:
+            known = ", ".join(_MAIL_LETTERS)
+            raise SpecError(
+                f"{mail_type!r} has no PBS equivalent (use {known})", key="scheduler.mail_type"
+            )
+        letters += "".join(ch for ch in mapped if ch not in letters)
+    return letters
 
 
 class BatchScheduler(Backend):

@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from jobkit.backends import processes, slots
 from jobkit.backends.base import Backend, Observation, SubmitRequest, TrackedJob
@@ -326,6 +326,12 @@ class LauncherJobs(Backend):
     template = "ssh/launch.sh.j2"
     sweep_mode = "each"  # one launcher per task; sweep.max_parallel: backends/slots.py
     honours: ClassVar[Mapping[str, How]] = {"resources.time": "launcher"}
+
+    @classmethod
+    def template_context(cls, spec: JobSpec) -> dict[str, Any]:
+        """The launcher's hosts (`hosts`, host 0 first) and `local` (false: over ssh)."""
+        return {"local": False, "hosts": list(cls.spec_hosts(spec))}
+
     """The launcher stops the job at resources.time and it ends TIMEOUT (templates/ssh)."""
     unhonoured_hints: ClassVar[Mapping[str, str]] = {
         "scheduler.array": "use sweep: for several runs, or remove the key",

@@ -136,7 +136,8 @@ def check_cross_fields(spec: JobSpec) -> None:
     """Checks that involve several keys; raise CrossFieldError naming the key to fix."""
     res, launch = spec.resources, spec.launch
     _check_launcher(spec)
-    check_sweep_backend(spec, backend_class(spec.backend).sweep_mode)
+    backend = backend_class(spec.backend)
+    check_sweep_backend(spec, backend.sweep_mode, backend.unhonoured_hints.get("sweep"))
     _check_node_range(spec)
     _check_node_launcher(spec)
     if launch.launcher in NODE_LAUNCHERS and res.tasks_per_node not in (None, 1):
@@ -175,7 +176,7 @@ def check_cross_fields(spec: JobSpec) -> None:
 
 
 def _check_node_launcher(spec: JobSpec) -> None:
-    """spawn: one node, the bundled trainer only; pdsh: ssh options pdsh can pass on."""
+    """spawn: one node, the bundled trainer only."""
     if spec.launch.launcher == "spawn":
         if spec.resources.nodes > 1:
             raise CrossFieldError(
@@ -189,23 +190,6 @@ def _check_node_launcher(spec: JobSpec) -> None:
                 "spawn starts the bundled trainer's processes (run.train); a run.command"
                 " program that spawns its own processes runs with torchrun and nproc_per_node 1",
             )
-    if spec.ssh.fanout == "pdsh":
-        if len(set(spec.ssh.hosts)) != len(spec.ssh.hosts):
-            raise CrossFieldError(
-                "ssh.hosts",
-                "must be distinct with ssh.fanout pdsh (its output is told apart by host name)",
-            )
-        for key, values in (
-            ("ssh.options", list(spec.ssh.options)),
-            ("ssh.identity_file", [spec.ssh.identity_file or ""]),
-            ("ssh.user", [spec.ssh.user or ""]),
-        ):
-            if any(char.isspace() or char == "%" for value in values for char in value):
-                raise CrossFieldError(
-                    key,
-                    "must hold no spaces or % with ssh.fanout pdsh (PDSH_SSH_ARGS is split at"
-                    " spaces and expands %)",
-                )
 
 
 def _check_node_range(spec: JobSpec) -> None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from jobkit.backends.base import Observation, SubmitRequest, TrackedJob
-from jobkit.backends.batch import BatchScheduler, exit_file_observation
+from jobkit.backends.batch import BatchScheduler, exit_file_observation, mail_letters
 from jobkit.backends.pbs.states import (
     FINISHED_LETTERS,
     normalize_pbs_state,
@@ -233,6 +233,11 @@ class PbsBackend(BatchScheduler):
     def reads_sections(cls, spec: JobSpec) -> tuple[str, ...]:
         """`pbs:`, and `ssh:` when pbs.spawner is ssh."""
         return ("pbs", "ssh") if spec.pbs.spawner == "ssh" else ("pbs",)
+
+    @classmethod
+    def template_filters(cls) -> Mapping[str, Callable[..., str]]:
+        """`pbs_mail`: mail types as -m letters."""
+        return {"pbs_mail": mail_letters}
 
     @classmethod
     def split_task_id(cls, scheduler_id: str) -> tuple[str, str | None]:

@@ -12,13 +12,13 @@ import getpass
 import re
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from jobkit.backends.base import Observation, SubmitRequest, TrackedJob
-from jobkit.backends.batch import BatchScheduler, exit_file_observation
+from jobkit.backends.batch import BatchScheduler, exit_file_observation, mail_letters
 from jobkit.backends.sge.parse import (
     FinishedRun,
     LiveJob,
@@ -92,10 +92,24 @@ class SgeBackend(BatchScheduler):
         return ("sge", "ssh") if spec.sge.spawner == "ssh" else ("sge",)
 
     @classmethod
+    def template_context(cls, spec: JobSpec) -> dict[str, Any]:
+        """`sweep_array_from_1`: a sweep's scheduler.array as Grid Engine numbers its tasks
+        (from 1: `range` every id plus one, `limit` the %K), None without a sweep."""
+        from jobkit.spec.sweep import one_based
+
+        array = spec.scheduler.array
+        return {"sweep_array_from_1": one_based(array) if spec.sweep and array else None}
+
+    @classmethod
+    def template_filters(cls) -> Mapping[str, Callable[..., str]]:
+        """`pbs_mail`: mail types as -m letters."""
+        return {"pbs_mail": mail_letters}
+
+    @classmethod
     def split_task_id(cls, scheduler_id: str) -> tuple[str, str | None]:
-        """`123.5` -> ("123", "5")."""
+        """`123.5` -> ("123", "5"); the Slurm form `123_5` is read too."""
         job, sep, task = scheduler_id.partition(".")
-        return (job, task) if sep and task.isdigit() else (scheduler_id, None)
+        return (job, task) if sep and task.isdigit() else super().split_task_id(scheduler_id)
 
     @classmethod
     def task_label(cls, scheduler_id: str, task: str) -> str:

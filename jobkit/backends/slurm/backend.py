@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -32,6 +32,13 @@ if TYPE_CHECKING:  # the parsers and proc load when a command runs: render stays
 
 _HETJOB_LINE = re.compile(r"^#SBATCH\s+(hetjob|packjob)(\s|$)", re.IGNORECASE)
 COMMENT_PREFIX = "jobkit:"
+
+
+def percent_doubled(value: object) -> str:
+    """The `slurm_filename` filter: `%` doubled, so sbatch/srun patterns keep it literal."""
+    from jobkit.render.engine import shell_word
+
+    return shell_word(value).replace("%", "%%")
 
 
 class SlurmBackend(BatchScheduler):
@@ -64,6 +71,11 @@ class SlurmBackend(BatchScheduler):
         "scheduler.extra": "directive",
         "scheduler.exclude_bad_nodes_for": "jobkit",
     }
+
+    @classmethod
+    def template_filters(cls) -> Mapping[str, Callable[..., str]]:
+        """`slurm_filename`: `%` doubled, so sbatch/srun file patterns keep it literal."""
+        return {"slurm_filename": percent_doubled}
 
     @classmethod
     def split_task_id(cls, scheduler_id: str) -> tuple[str, str | None]:

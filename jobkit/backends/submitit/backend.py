@@ -194,6 +194,9 @@ class SubmititBackend(Backend):
     name = "submitit"
     launchers = ("torchrun", "srun")
     accounting_sources = frozenset({"sacct"})
+    unhonoured_hints: ClassVar[Mapping[str, str]] = {
+        "sweep": "use backend slurm (the same cluster, one array job) or local",
+    }
     honours: ClassVar[Mapping[str, How]] = {
         "resources.gpu_type": "directive",
         "resources.mem": "directive",
