@@ -84,11 +84,12 @@ def unhonoured(cls: type[Backend], spec: JobSpec, user_set: frozenset[str]) -> l
 
 
 def launcher_drops(spec: JobSpec, task_per_process: bool) -> dict[str, str]:
-    """launch.* keys only some launchers read, when this spec's launcher does not."""
+    """launch.* keys only some launchers read, when this spec's launcher does not; run.python
+    beside a run.command."""
     launch = spec.launch
     starter = "the scheduler starts each process" if task_per_process else None
     drops: dict[str, str] = {}
-    if launch.launcher not in ("torchrun", "distributed-launch", "spawn") or starter:
+    if launch.launcher not in ("torchrun", "distributed-launch") or starter:
         why = starter or f"launcher {launch.launcher} starts each process (no torchrun)"
         drops["launch.max_restarts"] = f"{why}: nothing restarts workers (remove the key)"
     if launch.launcher != "torchrun" or launch.rdzv != "c10d" or starter:
@@ -101,6 +102,8 @@ def launcher_drops(spec: JobSpec, task_per_process: bool) -> dict[str, str]:
     if launch.launcher != "torchrun" or starter:
         why = starter or f"launcher {launch.launcher} has no torchrun rendezvous"
         drops["launch.rdzv"] = f"{why} (remove the key)"
+    if spec.run.command is not None:
+        drops["run.python"] = "is read with run.train only: run.command names its own program"
     return drops
 
 

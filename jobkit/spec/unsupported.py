@@ -45,7 +45,7 @@ class Ignored:
 def _defaults() -> dict[str, Any]:
     """The schema's defaults, dumped as a spec is (run is required: a placeholder)."""
     spec = JobSpec.model_validate({"name": "d", "run": {"command": ["d"]}})
-    return spec.model_dump(mode="json", exclude={"name", "run"})
+    return spec.model_dump(mode="json", exclude={"name"})
 
 
 def _user_paths(layers: Sequence[Layer]) -> dict[str, Layer]:
@@ -91,7 +91,7 @@ def unsupported_keys(spec: JobSpec, user_layers: Sequence[Layer]) -> list[SpecEr
     file, line and key (in key order)."""
     cls = backend_class(spec.backend)
     present = _user_paths(user_layers)
-    dumped = spec.model_dump(mode="json", exclude={"name", "run"})
+    dumped = spec.model_dump(mode="json", exclude={"name"})
     changed = {key for key in set_keys(dumped, _defaults()) if key in present}
     errors = []
     reads = set(cls.reads_sections(spec))

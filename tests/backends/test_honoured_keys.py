@@ -81,7 +81,7 @@ CASES: dict[str, Case] = {
     "run.train.config": (None, {}),  # the run section is the baseline's own (run.command)
     "run.train.overrides": (None, {}),
     "run.command": (["other-program"], {}),
-    "run.python": (None, {}),  # read with run.train only: tests/render/test_launcher.py
+    "run.python": ("/opt/py/bin/python3", {}),
     "run.workdir": ("sub", {}),
     "ssh.hosts": (["n2"], {}),
     "ssh.user": ("alice", {}),
@@ -123,6 +123,14 @@ EXTRA_CASES = [
     ("slurm", "launch.max_restarts", 2, {"launch.launcher": "srun"}),
     ("slurm", "launch.rdzv_timeout", 77, {"launch.rdzv": "static"}),
     ("slurm", "launch.rdzv_timeout", 77, {"launch.launcher": "distributed-launch"}),
+    ("slurm", "run.python", "/opt/py/bin/python3", {"run.train.config": "mlp"}),
+    ("submitit", "run.python", "/opt/py/bin/python3", {"run.train.config": "mlp"}),
+    (
+        "local",
+        "launch.max_restarts",
+        2,
+        {"launch.launcher": "spawn", "launch.nproc_per_node": 2, "run.train.config": "mlp"},
+    ),
     ("pbs", "resources.constraint", "c1", {"pbs.flavor": "torque"}),
     ("pbs", "ssh.user", "alice", {"pbs.spawner": "ssh"}),
     ("sge", "ssh.user", "alice", {"sge.spawner": "ssh"}),
@@ -144,9 +152,9 @@ def test_every_key_has_a_case() -> None:
 
 def _write(folder: Path, backend: str, flat: dict[str, Any]) -> tuple[Path, dict[str, int]]:
     """The job file, one key a line (so each key's line is known), and key -> line."""
-    text, lines_of = _as_nested_yaml(
-        {"name": "k", "backend": backend, "run.command": ["prog"], **flat}
-    )
+    own_run = any(key in flat for key in ("run.command", "run.train.config"))
+    run = {} if own_run else {"run.command": ["prog"]}
+    text, lines_of = _as_nested_yaml({"name": "k", "backend": backend, **run, **flat})
     path = folder / "job.yaml"
     path.write_text(text)
     return path, lines_of
