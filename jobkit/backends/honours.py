@@ -12,8 +12,7 @@ honour is never dropped in silence: spec loading refuses it in one line (or, wit
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 if TYPE_CHECKING:
     from jobkit.backends.base import Backend
@@ -47,8 +46,7 @@ SCHEDULER_KEYS: Mapping[str, str] = {
 backend. A backend's `honours` names those it honours."""
 
 
-@dataclass(frozen=True)
-class Unhonoured:
+class Unhonoured(NamedTuple):
     """A key the backend would not honour, and the one line that says so."""
 
     key: str

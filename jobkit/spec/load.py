@@ -146,12 +146,12 @@ def load_spec(
 def _unsupported(spec: JobSpec, user_layers: Sequence[Layer], ignore: bool) -> tuple[str, ...]:
     """Refuse the first key the backend cannot honour (by line), or with `ignore` list them
     all; deprecated keys get a note either way."""
-    from jobkit.spec.unsupported import Ignored, deprecation_notes, unsupported_keys
+    from jobkit.spec.unsupported import deprecation_notes, ignored_line, unsupported_keys
 
     found = unsupported_keys(spec, user_layers)
     if found and not ignore:
         raise min(found, key=lambda err: (err.file != user_layers[0].where.file, err.line or 0))
-    return (*deprecation_notes(user_layers), *(Ignored(err).show() for err in found))
+    return (*deprecation_notes(user_layers), *(ignored_line(err) for err in found))
 
 
 def parse_set(item: str) -> Layer:

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobkit.backends.honours import set_keys, unhonoured
 from jobkit.backends.pbs.options import DEPRECATED_KEYS
-from jobkit.backends.registry import backend_class, is_known
+from jobkit.backends.registry import backend_class, builtin_names
 from jobkit.core.errors import SpecError
 from jobkit.core.yamlsrc import KeyPath, lookup
 from jobkit.spec.schema import JobSpec
@@ -24,28 +23,18 @@ if TYPE_CHECKING:
     from jobkit.spec.load import Layer
 
 
-@dataclass(frozen=True)
-class Ignored:
-    """A key left unhonoured with --ignore-unsupported, as the refusal would have named it."""
-
-    error: SpecError
-
-    def show(self) -> str:
-        """`job.yaml:9: resources.mem: ignored: the sge backend has no memory request ...`."""
-        where = SpecError(
-            f"ignored: {self.error.message}",
-            file=self.error.file,
-            line=self.error.line,
-            key=self.error.key,
-        )
-        return where.show()
+def ignored_line(error: SpecError) -> str:
+    """A refusal as the line --ignore-unsupported prints instead:
+    `job.yaml:9: resources.mem: ignored: the sge backend has no memory request ...`."""
+    shown = SpecError(f"ignored: {error.message}", file=error.file, line=error.line, key=error.key)
+    return shown.show()
 
 
 @functools.cache
 def _defaults() -> dict[str, Any]:
-    """The schema's defaults, dumped as a spec is (run is required: a placeholder)."""
-    spec = JobSpec.model_validate({"name": "d", "run": {"command": ["d"]}})
-    return spec.model_dump(mode="json", exclude={"name"})
+    """The schema's defaults, dumped as a spec is (constructed, not validated: validation
+    would import the default backend's module)."""
+    return JobSpec.model_construct().model_dump(mode="json", exclude={"name", "run"})
 
 
 def _user_paths(layers: Sequence[Layer]) -> dict[str, Layer]:
@@ -97,7 +86,8 @@ def unsupported_keys(spec: JobSpec, user_layers: Sequence[Layer]) -> list[SpecEr
     reads = set(cls.reads_sections(spec))
     sections = {key.split(".", 1)[0] for key in changed}
     for section in sorted(sections):
-        if section != cls.name and is_known(section) and section not in reads:
+        # Only built-ins have a section in the (typed) schema: no entry point is read here.
+        if section != cls.name and section in builtin_names() and section not in reads:
             key = min(k for k in changed if k.split(".", 1)[0] == section)
             errors.append(
                 _located(
