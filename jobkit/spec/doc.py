@@ -260,9 +260,11 @@ is refused at `render`, `check` and `submit` in one line, exit 2:
 job.yaml:9: resources.mem: the sge backend has no memory request here (add your site's ...)
 ```
 
-Also refused: PBS Pro's `resources.constraint`; `launch.rdzv_timeout` unless torchrun with
-`rdzv: c10d`; `launch.max_restarts` and `launch.rdzv` with a launcher that runs no torchrun
-(srun, mpirun, submitit's one task per process); a backend's own section (`sge:`, `pbs:`,
+Also refused: PBS Pro's `resources.constraint`; submitit's `env.python` with a
+`run.command`; `launch.rdzv_timeout` unless torchrun with `rdzv: c10d`; `launch.rdzv` unless
+torchrun; `launch.max_restarts` unless torchrun or distributed-launch (srun, mpirun, spawn,
+submitit's one task per process restart nothing); `run.python` beside a `run.command` (it is
+the bundled trainer's interpreter); a backend's own section (`sge:`, `pbs:`,
 `ssh:`) set for another backend (sge and pbs read `ssh:` with their `spawner: ssh`). Values
 from the site profile or the defaults never count, so one profile serves every backend.
 `--ignore-unsupported` (render, check, submit) goes on without such keys and prints one line
