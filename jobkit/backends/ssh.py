@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from jobkit.backends import launcher_files, slots
 from jobkit.backends.base import SubmitRequest, Submitted, TrackedJob
+from jobkit.backends.ssh_options import Ssh
 from jobkit.core.errors import CrossFieldError, SchedulerError
 from jobkit.spec.schema import JobSpec
-from jobkit.spec.sections import Ssh
 
 DEFAULT_GRACE_S = 75.0
 """Seconds between SIGTERM to the launcher and SIGKILL: more than the launcher's own grace

@@ -18,6 +18,7 @@ from pydantic import (
 from jobkit.backends.pbs.options import PbsOptions
 from jobkit.backends.registry import backend_class, builtin_names
 from jobkit.backends.sge.options import SgeOptions
+from jobkit.backends.ssh_options import Ssh
 from jobkit.core.errors import CrossFieldError
 from jobkit.spec.model import StrictModel
 from jobkit.spec.sections import (
@@ -28,7 +29,6 @@ from jobkit.spec.sections import (
     Resources,
     Run,
     Scheduler,
-    Ssh,
     Sweep,
 )
 from jobkit.spec.sweep import check_sweep_backend

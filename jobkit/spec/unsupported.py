@@ -34,7 +34,9 @@ def ignored_line(error: SpecError) -> str:
 def _defaults() -> dict[str, Any]:
     """The schema's defaults, dumped as a spec is (constructed, not validated: validation
     would import the default backend's module)."""
-    return JobSpec.model_construct().model_dump(mode="json", exclude={"name", "run"})
+    construct: Any = JobSpec.model_construct  # name and run left unset: not dumped
+    dumped: dict[str, Any] = construct().model_dump(mode="json", exclude={"name", "run"})
+    return dumped
 
 
 def _user_paths(layers: Sequence[Layer]) -> dict[str, Layer]:
