@@ -7,7 +7,7 @@ result; `poll` answers for many jobs in one batched scheduler query.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -16,6 +16,7 @@ from jobkit.core.conventions import job_log_paths
 from jobkit.core.states import State
 
 if TYPE_CHECKING:  # the schema pulls in pydantic (~0.1 s): not needed to poll or cancel
+    from jobkit.backends.honours import How
     from jobkit.backends.preflight import Preflight
     from jobkit.backends.waiting import Explanation, WaitInfo
     from jobkit.core.errors import SchedulerError
@@ -139,6 +140,68 @@ class Backend(ABC):
     excludes_nodes: ClassVar[bool] = False
     """True where `submit_argv` leaves SubmitRequest.exclude_nodes out of the job's nodes
     (Slurm --exclude); elsewhere bad nodes (`jobkit nodes`) are only warned about."""
+
+    # -- facts about the scheduler (read by manager/, cli/, check/, render/, report/) ------
+
+    display_name: ClassVar[str | None] = None
+    """The scheduler's name in sentences (`Grid Engine`); None: the backend's `name`."""
+    chooses_nodes: ClassVar[bool] = False
+    """True where the scheduler picks the job's nodes (a batch scheduler): its failed nodes
+    are tracked as bad nodes (`jobkit nodes`, manager/badnodes.py). False: the job runs on
+    the hosts the spec names."""
+    remote_hosts: ClassVar[bool] = False
+    """True where the job runs on hosts this machine cannot look into before it starts (the
+    ssh hosts): `jobkit check` does not look for the program here."""
+    accounting_sources: ClassVar[frozenset[str]] = frozenset()
+    """The Observation.source values that come from the scheduler's accounting (a finished
+    job's record: sacct, qacct), as opposed to its live queue."""
+    options_section: ClassVar[str | None] = None
+    """The top-level spec section of this backend's own options (`sge:`); by convention the
+    backend's name. Other backends refuse keys set there (backends/honours.py)."""
+
+    # -- the spec keys it honours (backends/honours.py) ------------------------------------
+
+    honours: ClassVar[Mapping[str, How]] = {}
+    """Each key of honours.SCHEDULER_KEYS this backend honours, and how. A key the user sets
+    that is not here is refused at spec loading (or ignored with --ignore-unsupported)."""
+    unhonoured_hints: ClassVar[Mapping[str, str]] = {}
+    """key -> what to do instead, for the refusal of a key not honoured here (default:
+    "remove the key")."""
+
+    @classmethod
+    def label(cls) -> str:
+        """The scheduler's name in sentences: `display_name`, else `name`."""
+        return cls.display_name or cls.name
+
+    @classmethod
+    def reads_sections(cls, spec: JobSpec) -> tuple[str, ...]:
+        """The options sections this spec's job reads (default: the backend's own)."""
+        return (cls.options_section,) if cls.options_section else ()
+
+    @classmethod
+    def unhonoured_here(cls, spec: JobSpec) -> Mapping[str, str]:
+        """Keys of `honours` that this particular spec cannot have honoured (PBS Pro has no
+        constraint resource), key -> the refusal's words. Default: none."""
+        return {}
+
+    @classmethod
+    def spec_hosts(cls, spec: JobSpec) -> tuple[str, ...]:
+        """The hosts the spec names for the job (ssh.hosts), host 0 first; () where the
+        scheduler chooses them (the default)."""
+        return ()
+
+    @classmethod
+    def template_filters(cls) -> Mapping[str, Callable[..., str]]:
+        """Jinja filters this backend's template uses beyond the common ones (render/engine.py):
+        name -> function."""
+        return {}
+
+    @classmethod
+    def split_task_id(cls, scheduler_id: str) -> tuple[str, str | None]:
+        """A tracked id back into (array job id, the scheduler's task number), the inverse of
+        `task_label`; (id, None) for an id that names no task (default: `JOB_TASK`)."""
+        head, sep, task = scheduler_id.partition("_")
+        return (head, task) if sep and task.isdigit() else (scheduler_id, None)
 
     # -- before submitting ----------------------------------------------------------------
 

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import re
 from abc import abstractmethod
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar
 
 from jobkit.backends.base import Backend, Observation, SubmitRequest, Submitted, TrackedJob
+from jobkit.core.errors import SpecError
 from jobkit.core.run_files import read_exit_file
 from jobkit.core.states import State
 
@@ -27,6 +29,22 @@ Bytes were transmitted or received", Grid Engine's "failed receiving gdi request
 a connection reset or closed): its outcome is unknown, whatever else the command said. A
 connection that was never made ("Unable to contact slurm controller (connect failure)",
 "Connection refused") sent nothing: that is a refusal."""
+_MAIL_LETTERS = {"BEGIN": "b", "END": "e", "FAIL": "a", "ALL": "abe", "NONE": "n"}
+
+
+def mail_letters(mail_types: Iterable[str]) -> str:
+    """The `pbs_mail` filter of the PBS and Grid Engine templates: Slurm-style mail types
+    ([END, FAIL]) as `-m` letters (ea)."""
+    letters = ""
+    for mail_type in mail_types:
+        mapped = _MAIL_LETTERS.get(str(mail_type).upper())
+        if mapped is None:
+            known = ", ".join(_MAIL_LETTERS)
+            raise SpecError(
+                f"{mail_type!r} has no PBS equivalent (use {known})", key="scheduler.mail_type"
+            )
+        letters += "".join(ch for ch in mapped if ch not in letters)
+    return letters
 
 
 class BatchScheduler(Backend):

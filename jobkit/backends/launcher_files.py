@@ -18,19 +18,20 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from jobkit.backends import processes, slots
 from jobkit.backends.base import Backend, Observation, SubmitRequest, TrackedJob
 from jobkit.core import private
 from jobkit.core.conventions import EXIT_CODE_FILE as EXIT_FILE
-from jobkit.core.conventions import REQUEUE_EXIT_CODE, log_stem, logs_folder
+from jobkit.core.conventions import REQUEUE_EXIT_CODE, TIMED_OUT_FILE, log_stem, logs_folder
 from jobkit.core.errors import SchedulerError
 from jobkit.core.run_files import read_exit_file
 from jobkit.core.states import State
 from jobkit.spec.schema import JobSpec
 
 if TYPE_CHECKING:
+    from jobkit.backends.honours import How
     from jobkit.backends.waiting import Explanation, WaitInfo
 
 CANCELLED_FILE = "cancelled"
@@ -254,6 +255,15 @@ def _observe_state(job: TrackedJob) -> Observation:
     raw = f"exit {code}"
     if code == 0:
         return Observation(State.SUCCEEDED, raw, "exit-file", exit_code=0)
+    run_dir = job.extra.get("run_dir")
+    if run_dir and (Path(run_dir) / TIMED_OUT_FILE).exists() and not cancelled:
+        return Observation(
+            State.TIMEOUT,
+            raw,
+            "exit-file",
+            exit_code=code,
+            reason="stopped by the launcher at its time limit (resources.time)",
+        )
     if cancelled:
         return Observation(
             State.CANCELLED, raw, "exit-file", exit_code=code, reason="cancelled by jobkit"
@@ -361,6 +371,17 @@ class LauncherJobs(Backend):
 
     template = "ssh/launch.sh.j2"
     sweep_mode = "each"  # one launcher per task; sweep.max_parallel: backends/slots.py
+    honours: ClassVar[Mapping[str, How]] = {"resources.time": "launcher"}
+
+    @classmethod
+    def template_context(cls, spec: JobSpec) -> dict[str, Any]:
+        """The launcher's hosts (`hosts`, host 0 first) and `local` (false: over ssh)."""
+        return {"local": False, "hosts": list(cls.spec_hosts(spec))}
+
+    """The launcher stops the job at resources.time and it ends TIMEOUT (templates/ssh)."""
+    unhonoured_hints: ClassVar[Mapping[str, str]] = {
+        "scheduler.array": "use sweep: for several runs, or remove the key",
+    }
     poll_interval_s = 1.0  # a look at /proc and a file: cheap
     usage_note = (
         "CPU and memory use: not recorded by the launcher (no accounting; the elapsed time is"

@@ -85,6 +85,15 @@ def backend_class(name: str) -> type[Backend]:
     return found
 
 
+def known_class(name: str) -> type[Backend] | None:
+    """The named backend's class, or None where it is unknown or cannot load here (a
+    registry row of a backend since uninstalled): its facts then fall back to "none"."""
+    try:
+        return backend_class(name)
+    except JobkitError:
+        return None
+
+
 def get_backend(name: str) -> Backend:
     """A fresh instance of the named backend."""
     return backend_class(name)()

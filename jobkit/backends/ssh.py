@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from jobkit.backends import launcher_files, slots
 from jobkit.backends.base import SubmitRequest, Submitted, TrackedJob
+from jobkit.backends.ssh_options import Ssh
 from jobkit.core.errors import CrossFieldError, SchedulerError
 from jobkit.spec.schema import JobSpec
-from jobkit.spec.sections import Ssh
 
 DEFAULT_GRACE_S = 75.0
 """Seconds between SIGTERM to the launcher and SIGKILL: more than the launcher's own grace
@@ -144,16 +144,43 @@ def _reach(request: SubmitRequest) -> dict[str, str]:
     }
 
 
+def _check_pdsh(spec: JobSpec) -> None:
+    """pdsh tells hosts apart by name and splits PDSH_SSH_ARGS at spaces, expanding %."""
+    if len(set(spec.ssh.hosts)) != len(spec.ssh.hosts):
+        raise CrossFieldError(
+            "ssh.hosts",
+            "must be distinct with ssh.fanout pdsh (its output is told apart by host name)",
+        )
+    for key, values in (
+        ("ssh.options", list(spec.ssh.options)),
+        ("ssh.identity_file", [spec.ssh.identity_file or ""]),
+        ("ssh.user", [spec.ssh.user or ""]),
+    ):
+        if any(char.isspace() or char == "%" for value in values for char in value):
+            raise CrossFieldError(
+                key,
+                "must hold no spaces or % with ssh.fanout pdsh (PDSH_SSH_ARGS is split at"
+                " spaces and expands %)",
+            )
+
+
 class SshBackend(launcher_files.LauncherJobs):
     """Runs the launcher here, detached; it reaches the hosts in `ssh.hosts` over ssh."""
 
     name = "ssh"
     launchers = ("torchrun", "spawn", "distributed-launch", "none")
     nodes_from_hosts = True
+    remote_hosts = True
+    options_section = "ssh"
+
+    @classmethod
+    def spec_hosts(cls, spec: JobSpec) -> tuple[str, ...]:
+        """ssh.hosts: one per node, host 0 the rendezvous host."""
+        return tuple(spec.ssh.hosts)
 
     @classmethod
     def validate(cls, spec: JobSpec) -> None:
-        """One host per node, from ssh.hosts."""
+        """One host per node, from ssh.hosts; with fanout pdsh, options pdsh can pass on."""
         hosts, nodes = spec.ssh.hosts, spec.resources.nodes
         if not hosts:
             raise CrossFieldError("ssh.hosts", "the ssh backend needs at least one host")
@@ -164,6 +191,8 @@ class SshBackend(launcher_files.LauncherJobs):
                 f" {nodes}): one node per host; leave resources.nodes out and it follows"
                 " ssh.hosts",
             )
+        if spec.ssh.fanout == "pdsh":
+            _check_pdsh(spec)
 
     def __init__(
         self, grace_s: float = DEFAULT_GRACE_S, remote_grace_s: float = REMOTE_GRACE_S

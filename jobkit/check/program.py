@@ -3,7 +3,8 @@
 Assumed: a batch job's nodes see the submission directory (a shared filesystem) and have the
 programs this machine has on PATH, unless `env.modules`, `env.setup`, `env.conda` or a PATH in
 `env.vars` may change PATH there (a bare name not found here is then a note, not a problem).
-The ssh backend's hosts are not this machine: the program is not checked for it.
+A backend's remote hosts (Backend.remote_hosts) are not this machine: the program is not
+checked for them.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobkit.backends.preflight import Finding
+from jobkit.backends.registry import backend_class
 from jobkit.render.interpreter import Interpreter
 from jobkit.spec.schema import JobSpec
 
 _PYTHON = re.compile(r"python[\d.]*$")
-REMOTE_BACKENDS = frozenset({"ssh"})
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class ProgramCheck:
 
 def check_program(spec: JobSpec, workdir: Path, interpreter: Interpreter) -> ProgramCheck:
     """run.workdir exists; run.command's program (and a python script it names) exists."""
-    if spec.backend in REMOTE_BACKENDS:
+    if backend_class(spec.backend).remote_hosts:
         return ProgramCheck(notes=(f"program not checked: it runs on the {spec.backend} hosts",))
     base = workdir
     if spec.run.workdir:

@@ -37,22 +37,29 @@ class SpecArgs:
     sets: tuple[str, ...] = ()
     profile: str | None = None
     template_dir: str | None = None
+    ignore_unsupported: bool = False
 
     def load(self) -> LoadedSpec:
-        """Load and validate the spec with these layers; SpecError (one line) on a problem."""
+        """Load and validate the spec with these layers; SpecError (one line) on a problem.
+        Deprecated keys and keys ignored with --ignore-unsupported: one line each on stderr."""
         from jobkit.spec.load import load_spec
 
-        return load_spec(
+        loaded = load_spec(
             self.spec,
             sets=self.sets,
             backend=self.backend,
             profile=self.profile,
             template_dir=self.template_dir,
+            ignore_unsupported=self.ignore_unsupported,
         )
+        for note in loaded.notes:
+            click.echo(f"jobkit: {note}", err=True)
+        return loaded
 
 
 def spec_options(command: F) -> F:
-    """Add SPEC, --backend, --set, --profile and --template-dir; pass them as `spec_args`."""
+    """Add SPEC, --backend, --set, --profile, --template-dir and --ignore-unsupported; pass
+    them as `spec_args`."""
 
     @functools.wraps(command)
     def wrapper(
@@ -62,9 +69,10 @@ def spec_options(command: F) -> F:
         sets: tuple[str, ...],
         profile: str | None,
         template_dir: str | None,
+        ignore_unsupported: bool,
         **kwargs: Any,
     ) -> Any:
-        spec_args = SpecArgs(spec, backend, tuple(sets), profile, template_dir)
+        spec_args = SpecArgs(spec, backend, tuple(sets), profile, template_dir, ignore_unsupported)
         return command(*args, spec_args=spec_args, **kwargs)
 
     options = [
@@ -92,6 +100,12 @@ def spec_options(command: F) -> F:
             "--template-dir",
             metavar="DIR",
             help="Render with the templates in DIR instead of the bundled (or profile's) ones.",
+        ),
+        click.option(
+            "--ignore-unsupported",
+            is_flag=True,
+            help="Go on without the keys this backend cannot honour (one spec for several"
+            " backends): each is listed on stderr instead of refused.",
         ),
     ]
     decorated: Any = wrapper

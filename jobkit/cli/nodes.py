@@ -24,7 +24,12 @@ COLUMNS = ("NODE", "BACKEND", "WHY", "JOB", "SINCE", "UNTIL")
 @click.option("--reason", metavar="TEXT", help="With --add: why (shown in the list).")
 @click.option("--clear", "clear", metavar="NODE", multiple=True, help="Take NODE off the list.")
 @click.option("--clear-all", is_flag=True, help="Empty the list (of --backend, if given).")
-@click.option("--backend", metavar="NAME", help="Only this backend's nodes (--add: default slurm).")
+@click.option(
+    "--backend",
+    metavar="NAME",
+    help="Only this backend's nodes (--add: default the first built-in backend that chooses"
+    " its nodes).",
+)
 @click.option("--cluster", default="", metavar="NAME", help="With --add: the Slurm cluster.")
 @click.option("--all", "show_all", is_flag=True, help="Also the entries that have expired.")
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
@@ -51,7 +56,7 @@ def nodes(
     now = time.time()
     with Store() as store:
         if add:
-            _add(store, add, hold, reason, backend or "slurm", cluster, now)
+            _add(store, add, hold, reason, backend or _first_node_chooser(), cluster, now)
         elif clear or clear_all:
             removed = store.clear_bad_nodes(backend, list(clear) if clear else None)
             if not as_json:
@@ -140,3 +145,10 @@ def _table(rows: Sequence[BadNode], now: float) -> str:
     return "\n".join(
         "  ".join(c.ljust(w) for c, w in zip(cell, widths, strict=True)).rstrip() for cell in cells
     )
+
+
+def _first_node_chooser() -> str:
+    """The first built-in backend whose scheduler chooses its nodes (Backend.chooses_nodes)."""
+    from jobkit.backends.registry import backend_class, builtin_names
+
+    return next(name for name in builtin_names() if backend_class(name).chooses_nodes)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jobkit.backends.registry import known_class
 from jobkit.cli.jobview import TABLE_COLUMNS, elapsed_now, format_duration, format_exit
 from jobkit.core.lifecycle import SUBMITTING, State
 from jobkit.registry.reader import RegistryReader
@@ -21,12 +22,12 @@ if TYPE_CHECKING:
     from jobkit.registry.store import Store
 
 STATE_ORDER = (SUBMITTING, *(s.value for s in State))
-_BACKEND_WORDS = {"slurm": "Slurm", "pbs": "PBS", "sge": "Grid Engine"}
 
 
 def backend_word(backend: str) -> str:
-    """`Slurm`, `PBS`, `Grid Engine`, or the backend's name."""
-    return _BACKEND_WORDS.get(backend, backend)
+    """The scheduler's name in sentences (Backend.display_name), or the backend's name."""
+    found = known_class(backend)
+    return found.label() if found else backend
 
 
 def short_key(key: str, keys: Iterable[str]) -> str:

@@ -16,6 +16,8 @@ REQUEUE_EXIT_CODE = 75
 
 EXIT_CODE_FILE = "exit_code"
 """The job's exit code, left in the run folder by the script (Slurm, PBS, SGE) or launcher."""
+TIMED_OUT_FILE = "timed_out"
+"""Left in the run folder by the local/ssh launcher that stopped the job at resources.time."""
 FAILURE_FILE = "failure"
 """One line the script leaves when it stops the job before the program runs."""
 FINISHED_FILE = "finished"
@@ -74,6 +76,7 @@ def template_constants() -> dict[str, Any]:
         "requeue_exit_code": REQUEUE_EXIT_CODE,
         "run_files": {
             "exit_code": EXIT_CODE_FILE,
+            "timed_out": TIMED_OUT_FILE,
             "failure": FAILURE_FILE,
             "finished": FINISHED_FILE,
             "requeue_marker": REQUEUE_MARKER_FILE,

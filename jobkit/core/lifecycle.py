@@ -68,8 +68,10 @@ CANCEL_REASON = "cancelled by jobkit"
 class StateSource(str, Enum):
     """Who said a job's state: `state_source` in the registry (the value is the stored text).
 
-    A source outside this enum is a backend's name (`slurm`, `pbs`...): the backend no
-    longer reported the job, and `refresh` called it UNKNOWN (see `is_missing`).
+    A source outside this enum is the backend's own word (Observation.source: the query that
+    answered), or a backend's name: the backend no longer reported the job, and `refresh`
+    called it UNKNOWN (see `is_missing`). Which of a backend's sources are accounting is the
+    backend's fact (Backend.accounting_sources).
     """
 
     JOBKIT = "jobkit"
@@ -80,12 +82,8 @@ class StateSource(str, Enum):
     """A lost submission found again by its token or script (reconciliation)."""
     CANCEL = "cancel"
     """`jobkit cancel`, not yet confirmed by the scheduler."""
-    SQUEUE = "squeue"
-    SACCT = "sacct"
-    QSTAT = "qstat"
-    QACCT = "qacct"
     PIDFILE = "pidfile"
-    """local/ssh: the launcher's process (alive, vanished, elsewhere)."""
+    """A launcher's process (alive, vanished, elsewhere)."""
     EXIT_FILE = "exit-file"
     """The run folder's `exit_code` file."""
 

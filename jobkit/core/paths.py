@@ -16,7 +16,7 @@ def templates_dir() -> Path:
     """The built-in templates: `jobkit/templates` in a wheel, `templates/` in a checkout."""
     candidates = (_PACKAGE_DIR / "templates", _PACKAGE_DIR.parent / "templates")
     for candidate in candidates:
-        if (candidate / "slurm").is_dir():
+        if (candidate / "common").is_dir():
             return candidate
     looked = ", ".join(str(c) for c in candidates)
     raise JobkitError(f"jobkit's templates are missing (looked in {looked}); reinstall jobkit")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jobkit.backends.registry import known_class
 from jobkit.core.conventions import FINISHED_FILE, REQUEUE_REFUSED_FILE
 from jobkit.core.errors import JobkitError
 from jobkit.core.lifecycle import StateSource
@@ -30,11 +31,17 @@ __all__ = ["Attempt", "Resubmission", "RunNotes", "resubmit", "resubmit_ended", 
 
 DEFAULT_MAX_ATTEMPTS = 5
 """scheduler.max_attempts when a stored spec predates the key."""
-ACCOUNTING_SOURCES = frozenset(
-    {StateSource.SACCT.value, StateSource.QACCT.value, StateSource.EXIT_FILE.value}
-)
-"""Sources that speak of a job that left the queue: a PREEMPTED job they report is over
-(a preempted job the scheduler requeued is QUEUED in squeue instead)."""
+
+
+def accounting_sources(backend: str) -> frozenset[str]:
+    """Sources that speak of a job that left the queue (the backend's accounting_sources and
+    the exit-code file): a PREEMPTED job they report is over (a preempted job the scheduler
+    requeued is QUEUED in its queue instead)."""
+    found = known_class(backend)
+    own = found.accounting_sources if found else frozenset()
+    return own | {StateSource.EXIT_FILE.value}
+
+
 _NOTE_MAX_CHARS = 300
 CLAIMED = "(being submitted)"
 """extra['resubmitted_as'] while the next attempt is being submitted."""
@@ -115,7 +122,7 @@ def has_ended(record: JobRecord) -> bool:
     if record.state != State.PREEMPTED.value:
         return False
     source = record.state_source
-    return getattr(source, "value", source) in ACCOUNTING_SOURCES
+    return getattr(source, "value", source) in accounting_sources(record.backend)
 
 
 def why_resubmit(record: JobRecord, notes: RunNotes, *, cancelled_by_user: bool) -> str | None:

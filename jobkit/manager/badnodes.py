@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from jobkit.backends.registry import known_class
 from jobkit.core.states import State
 from jobkit.core.units import parse_period
 from jobkit.manager.refresh import format_age
@@ -35,9 +36,6 @@ PREFLIGHT_FAILED = re.compile(
 """A node's own preflight failure line (train/preflight.py; doctor's preflight_failed)."""
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 """What a node name may be (it goes into sbatch's --exclude and qsub's -l)."""
-BATCH_BACKENDS = frozenset({"slurm", "pbs", "sge"})
-"""Backends whose nodes are the scheduler's to choose: the only ones a bad node is noted for
-(local and ssh run on the hosts the spec names)."""
 HAND_REASON = "added by hand"
 """The reason of a node put on the list by `jobkit nodes --add` without --reason."""
 NOTE_KEY = "bad_nodes"
@@ -104,8 +102,9 @@ def newly_failed(before: Sequence[JobRecord], after: Sequence[JobRecord]) -> lis
 def failure_of(record: JobRecord, node_names: Callable[[str], tuple[str, ...]]) -> Failure | None:
     """The bad nodes a NODE_FAIL or a node's preflight failure shows, or None (another end,
     a backend that does not choose nodes, or exclusion switched off)."""
-    if record.backend not in BATCH_BACKENDS:
-        return None
+    chooser = known_class(record.backend)
+    if chooser is None or not chooser.chooses_nodes:
+        return None  # bad nodes are noted only where the scheduler chooses the nodes
     if record.state == State.NODE_FAIL.value:
         nodes = node_names(record.nodes or "")
         reason = "NODE_FAIL"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from jobkit.backends.registry import backend_names, known_class
 from jobkit.core.errors import UsageError
 from jobkit.registry.store import JobRecord, Store
 
@@ -63,7 +64,7 @@ def resolve_job_task(store: Store, text: str) -> tuple[JobRecord, str | None]:
     wanted = text.strip()
     if not wanted:
         raise UnknownJobError("no tracked job ''")
-    matches = store.find(wanted)
+    matches = store.find(wanted) or _find_task(store, wanted)
     if not matches:
         raise UnknownJobError(f"no tracked job '{wanted}'")
     if len(matches) > 1:
@@ -96,21 +97,12 @@ def resolve_jobs(store: Store, texts: Sequence[str], *, last: bool = False) -> l
 
 
 def _task_of(record: JobRecord, text: str) -> str | None:
-    """The array task in `text` when it names a task of this array job: `123_4` (Slurm),
-    `123[4]` (PBS) or `123.4` (Grid Engine)."""
+    """The array task in `text` when it names a task of this array job, in the syntax of the
+    job's backend (Backend.split_task_id: `123_4`, `123[4]`, `123.4`)."""
     if not record.is_array or text == record.jobkit_id or text == record.scheduler_id:
         return None
-    sched = record.scheduler_id or ""
-    if sched and text.startswith(sched + ".") and text[len(sched) + 1 :].isdigit():
-        return text[len(sched) + 1 :]  # Grid Engine's JOB_ID.TASK
-    head = text.split(";", 1)[0].split(".", 1)[0]
-    if "_" in head:
-        task = head.split("_", 1)[1]
-        return task if task.isdigit() else None
-    if "[" in head and head.endswith("]"):
-        task = head[head.index("[") + 1 : -1]
-        return task if task.isdigit() else None
-    return None
+    found = known_class(record.backend)
+    return found.split_task_id(text)[1] if found else None
 
 
 def with_last(store: Store, texts: Sequence[str], last: bool) -> list[str]:
@@ -125,3 +117,16 @@ def with_last(store: Store, texts: Sequence[str], last: bool) -> list[str]:
         raise UnknownJobError("--last: no tracked jobs yet")
     whole_sweep = newest.sweep_id is not None and newest.attempt == 1
     return [newest.sweep_id if whole_sweep and newest.sweep_id else newest.jobkit_id, *texts]
+
+
+def _find_task(store: Store, text: str) -> list[JobRecord]:
+    """Array jobs `text` names a task of in a backend's own task syntax that the registry's
+    lookup does not read (an installed backend's: Backend.split_task_id)."""
+    for name in backend_names():
+        found = known_class(name)
+        job, task = found.split_task_id(text) if found else (text, None)
+        if task is not None and job != text:
+            matches = [record for record in store.find(job) if record.backend == name]
+            if matches:
+                return matches
+    return []

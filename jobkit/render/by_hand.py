@@ -19,8 +19,12 @@ DEFAULT_PORT = 29500
 
 
 def default_master(spec: JobSpec) -> str | None:
-    """Node 0's address where the spec names it (ssh.hosts[0]); None: the user must say."""
-    return spec.ssh.hosts[0] if spec.backend == "ssh" and spec.ssh.hosts else None
+    """Node 0's address where the spec names its hosts (Backend.spec_hosts: ssh.hosts[0]);
+    None: the user must say."""
+    from jobkit.backends.registry import backend_class
+
+    hosts = backend_class(spec.backend).spec_hosts(spec)
+    return hosts[0] if hosts else None
 
 
 def node_script(

@@ -26,7 +26,7 @@ from jobkit.render.attempt import Attempt
 from jobkit.render.cache import bytecode_cache
 from jobkit.render.interpreter import Interpreter, choose_interpreter
 from jobkit.spec.schema import NODE_LAUNCHERS, JobSpec
-from jobkit.spec.sweep import SweepTask, one_based, sweep_tasks, value_text
+from jobkit.spec.sweep import SweepTask, sweep_tasks, value_text
 
 BUILTIN_PREFIX = "builtin"
 """`{% extends "builtin/slurm/job.sh.j2" %}` always names the built-in template."""
@@ -83,7 +83,6 @@ NCCL_KEYS = {
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DIRECTIVE_SAFE = re.compile(r"^[A-Za-z0-9@%+=:,./_-]+$")
-_PBS_MAIL = {"BEGIN": "b", "END": "e", "FAIL": "a", "ALL": "abe", "NONE": "n"}
 
 
 class TemplateError(JobkitError):
@@ -112,6 +111,7 @@ def render(
     if name is None:
         return ""
     env = _environment(template_dir)
+    env.filters.update(backend_class(spec.backend).template_filters())
     try:
         template = env.get_template(name)
         context = {**template_context(spec, interpreter), **(extra or {})}
@@ -138,8 +138,6 @@ def template_context(spec: JobSpec, interpreter: Interpreter | None = None) -> d
     return {
         "spec": spec.model_copy(deep=True),
         "backend": spec.backend,
-        "local": False,
-        "hosts": list(spec.ssh.hosts),
         "nodes": spec.resources.nodes,
         "procs_per_node": spec.procs_per_node,
         "nproc_at_run_time": counted,
@@ -152,9 +150,6 @@ def template_context(spec: JobSpec, interpreter: Interpreter | None = None) -> d
         "interpreter": chosen,
         "exports": env_exports(spec),
         "sweep_tasks": [sweep_case(spec, task) for task in sweep_tasks(spec)],
-        "sweep_array_from_1": (
-            one_based(spec.scheduler.array) if spec.sweep and spec.scheduler.array else None
-        ),
         "attempt": None,  # a later attempt of a run: render(..., attempt=)
         **template_constants(),
         **backend_class(spec.backend).template_context(spec),
@@ -320,11 +315,6 @@ def directive_words(line: str) -> str:
     return " ".join(directive_quote(word) for word in words)
 
 
-def slurm_filename(value: object) -> str:
-    """The `slurm_filename` filter: `%` doubled, so sbatch/srun patterns keep it literal."""
-    return shell_word(value).replace("%", "%%")
-
-
 def indent_lines(text: str, width: int | str = 4, first: bool = False, blank: bool = False) -> str:
     """The `indent` filter, breaking lines at "\n" only.
 
@@ -341,20 +331,6 @@ def indent_lines(text: str, width: int | str = 4, first: bool = False, blank: bo
         if lines:
             result += "\n" + "\n".join(indention + line if line else line for line in lines)
     return indention + result if first else result
-
-
-def pbs_mail_events(mail_types: Iterable[str]) -> str:
-    """The `pbs_mail` filter: Slurm-style mail types ([END, FAIL]) as PBS -m letters (ea)."""
-    letters = ""
-    for mail_type in mail_types:
-        mapped = _PBS_MAIL.get(str(mail_type).upper())
-        if mapped is None:
-            known = ", ".join(_PBS_MAIL)
-            raise SpecError(
-                f"{mail_type!r} has no PBS equivalent (use {known})", key="scheduler.mail_type"
-            )
-        letters += "".join(ch for ch in mapped if ch not in letters)
-    return letters
 
 
 def _environment(template_dir: Path | None) -> jinja2.Environment:
@@ -381,11 +357,9 @@ def _environment(template_dir: Path | None) -> jinja2.Environment:
         qjoin=quote_join,
         dq=directive_quote,
         dqwords=directive_words,
-        slurm_filename=slurm_filename,
         slurm_time=format_slurm_time,
         hms=format_hms,
         memory=format_memory,
-        pbs_mail=pbs_mail_events,
         indent=indent_lines,
     )
     return env

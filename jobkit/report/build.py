@@ -117,14 +117,22 @@ def _requested(spec: dict[str, Any]) -> tuple[float | None, float | None, int]:
     return time_s, mem, int(resources.get("gpus_per_node") or 0)
 
 
+REGISTRY_ELAPSED = "registry"
+SINCE_SUBMISSION = "registry (since submission)"
+NO_ELAPSED = "none"
+JOBKIT_ELAPSED_SOURCES = frozenset({REGISTRY_ELAPSED, SINCE_SUBMISSION, NO_ELAPSED})
+"""Where an elapsed time came from when the scheduler's accounting (Usage.source) had none:
+`jobkit report` names these beside the time."""
+
+
 def _elapsed(record: JobRecord, usage: Usage | None, now: float) -> tuple[float | None, str]:
     if usage is not None and usage.elapsed_s is not None:
         return usage.elapsed_s, usage.source
     if record.elapsed_s is not None:
-        return record.elapsed_s, "registry"
+        return record.elapsed_s, REGISTRY_ELAPSED
     if record.submitted_at is not None:
-        return (record.final_at or now) - record.submitted_at, "registry (since submission)"
-    return None, "none"
+        return (record.final_at or now) - record.submitted_at, SINCE_SUBMISSION
+    return None, NO_ELAPSED
 
 
 def _metrics(run_dir: str | None) -> tuple[Throughput | None, str | None]:

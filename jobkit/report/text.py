@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from jobkit.core.units import format_memory, format_slurm_time
-from jobkit.report.build import Report
+from jobkit.report.build import JOBKIT_ELAPSED_SOURCES, Report
 
 
 def _hms(seconds: float | None) -> str:
@@ -41,7 +41,7 @@ def _time_line(report: Report) -> str:
         line += f" of {_hms(report.time_limit_s)} requested ({share})"
     else:
         line += ", no time limit requested"
-    if report.elapsed_source not in ("sacct", "qstat -f", "qacct"):
+    if report.elapsed_source in JOBKIT_ELAPSED_SOURCES:  # not the scheduler's own count
         line += f" [{report.elapsed_source}]"
     return line
 

@@ -46,6 +46,7 @@ _SPECIAL_TYPES = {
 def generate(examples_dir: Path = EXAMPLES_DIR) -> str:
     """The whole reference as Markdown."""
     parts = [_HEADER, _first_spec(examples_dir), "## Keys\n", _key_tables(), _PROSE]
+    parts.append(_honours_table())
     parts.append(_examples(examples_dir))
     return "\n".join(part.rstrip("\n") + "\n" for part in parts)
 
@@ -183,6 +184,19 @@ def _model(path: tuple[str, ...]) -> type[BaseModel]:
     return model
 
 
+def _honours_table() -> str:
+    """Which backend honours which scheduler key, and how (Backend.honours)."""
+    from jobkit.backends.honours import SCHEDULER_KEYS
+    from jobkit.backends.registry import backend_class, builtin_names
+
+    names = builtin_names()
+    rows = [_HONOURS_INTRO, "| key | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for key in SCHEDULER_KEYS:
+        cells = [backend_class(name).honours.get(key, "-") for name in names]
+        rows.append(f"| `{key}` | " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
 def _first_spec(examples_dir: Path) -> str:
     quickstart = examples_dir / "quickstart.yaml"
     if not quickstart.is_file():
@@ -229,6 +243,35 @@ Every file in `examples/` is a valid spec; a test loads each one and renders eve
 They set `env.venv: .venv`: the virtualenv holding torch, relative to the directory you
 submit from (the repository root in CI, where `.ci/venv.sh` creates it). Drop that line
 where `python3` already has torch, or point it at your own environment.
+"""
+
+_HONOURS_INTRO = """\
+## Keys a backend cannot honour
+
+The keys below ask the scheduler for something; each backend states which it honours
+(`Backend.honours`, jobkit/backends/honours.py): *directive* (a script directive or submit
+option), *launcher* (jobkit's launcher does it: on local and ssh, `resources.time` stops the
+job at the limit, SIGTERM then SIGKILL after the launcher's grace, and the job ends TIMEOUT),
+*jobkit* (jobkit acts on it: later attempts, bad nodes), `-` (not honoured). A key the job
+file or a `--set` gives a value other than its default, on a backend that cannot honour it,
+is refused at `render`, `check` and `submit` in one line, exit 2:
+
+```
+job.yaml:9: resources.mem: the sge backend has no memory request here (add your site's ...)
+```
+
+Also refused: PBS Pro's `resources.constraint`; submitit's `env.python` with a
+`run.command`; `launch.rdzv_timeout` unless torchrun with `rdzv: c10d`; `launch.rdzv` unless
+torchrun; `launch.max_restarts` unless torchrun or distributed-launch (srun, mpirun, spawn,
+submitit's one task per process restart nothing); `run.python` beside a `run.command` (it is
+the bundled trainer's interpreter); a backend's own section (`sge:`, `pbs:`,
+`ssh:`) set for another backend (sge and pbs read `ssh:` with their `spawner: ssh`). Values
+from the site profile or the defaults never count, so one profile serves every backend.
+`--ignore-unsupported` (render, check, submit) goes on without such keys and prints one line
+per key on stderr (`job.yaml:9: resources.mem: ignored: ...`): for one spec used on several
+backends. `scheduler.pbs_flavor` and `scheduler.pbs_spawner` are deprecated for `pbs.flavor`
+and `pbs.spawner`: they still work, with a one-line note on stderr.
+
 """
 
 _PROSE = """\

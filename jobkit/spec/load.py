@@ -80,6 +80,8 @@ class LoadedSpec:
     """The site profile file layered under the job file, if any."""
     template_dir: Path | None = None
     """A site template folder for render(): from --template-dir or the profile's template_dir."""
+    notes: tuple[str, ...] = ()
+    """Lines for stderr: deprecated keys, and keys ignored with --ignore-unsupported."""
 
     def origin(self, key: str | KeyPath) -> str:
         """Where a value came from: `job.yaml:7`, `--set resources.nodes=2` or `default`."""
@@ -96,13 +98,16 @@ def load_spec(
     profile: str | None = None,
     template_dir: str | Path | None = None,
     profile_dirs: Sequence[Path] | None = None,
+    ignore_unsupported: bool = False,
 ) -> LoadedSpec:
     """Load, layer and validate a job spec; raise SpecError (one line) on the first problem.
 
     `sets` are `key.path=value` strings (value parsed as YAML), applied in order;
     `backend` and `profile` are the --backend / --profile options; `template_dir` the
     --template-dir option; `profile_dirs` replaces the profile search path (default:
-    JOBKIT_PROFILES, then ~/.config/jobkit/profiles).
+    JOBKIT_PROFILES, then ~/.config/jobkit/profiles). A key the job file or a --set gives
+    that the backend cannot honour is refused (spec/unsupported.py); `ignore_unsupported`
+    lists it in `notes` instead.
     """
     job_path = Path(path)
     doc = load_yaml_file(job_path, str(path))
@@ -124,6 +129,7 @@ def load_spec(
     for layer in layers:
         merged = overrides.merge(merged, layer.data)
     spec = _validate(merged, layers, job)
+    notes = _unsupported(spec, [job, *top], ignore_unsupported)
     chosen_dir = Path(template_dir) if template_dir is not None else None
     if chosen_dir is not None and not chosen_dir.is_dir():
         raise SpecError(f"not a directory: {chosen_dir}", file=f"--template-dir {template_dir}")
@@ -133,7 +139,19 @@ def load_spec(
         origins=_origins(merged, layers),
         profile_path=site.path if site else None,
         template_dir=chosen_dir or (site.template_dir if site else None),
+        notes=notes,
     )
+
+
+def _unsupported(spec: JobSpec, user_layers: Sequence[Layer], ignore: bool) -> tuple[str, ...]:
+    """Refuse the first key the backend cannot honour (by line), or with `ignore` list them
+    all; deprecated keys get a note either way."""
+    from jobkit.spec.unsupported import deprecation_notes, ignored_line, unsupported_keys
+
+    found = unsupported_keys(spec, user_layers)
+    if found and not ignore:
+        raise min(found, key=lambda err: (err.file != user_layers[0].where.file, err.line or 0))
+    return (*deprecation_notes(user_layers), *(ignored_line(err) for err in found))
 
 
 def parse_set(item: str) -> Layer:

@@ -15,8 +15,10 @@ from pydantic import (
     model_validator,
 )
 
+from jobkit.backends.pbs.options import PbsOptions
 from jobkit.backends.registry import backend_class, builtin_names
 from jobkit.backends.sge.options import SgeOptions
+from jobkit.backends.ssh_options import Ssh
 from jobkit.core.errors import CrossFieldError
 from jobkit.spec.commands import command_launcher, launcher_in_command_message
 from jobkit.spec.model import StrictModel
@@ -28,7 +30,6 @@ from jobkit.spec.sections import (
     Resources,
     Run,
     Scheduler,
-    Ssh,
     Sweep,
 )
 from jobkit.spec.sweep import check_sweep_backend
@@ -54,6 +55,7 @@ class JobSpec(StrictModel):
     run: Run
     ssh: Ssh = Field(default_factory=Ssh)
     sge: SgeOptions = Field(default_factory=SgeOptions)
+    pbs: PbsOptions = Field(default_factory=PbsOptions)
     monitor: Monitor = Field(default_factory=Monitor)
     logs: Logs = Field(default_factory=Logs)
     sweep: Sweep | None = Field(
@@ -64,6 +66,7 @@ class JobSpec(StrictModel):
 
     @model_validator(mode="after")
     def _cross_field(self) -> JobSpec:
+        _move_deprecated_pbs_keys(self)
         backend = backend_class(self.backend)
         if backend.nodes_from_hosts and "nodes" not in self.resources.model_fields_set:
             self.resources.nodes = max(1, len(self.ssh.hosts))  # one node per host
@@ -122,11 +125,29 @@ class JobSpec(StrictModel):
         return self.procs_per_node > self.tasks_per_node
 
 
+def _move_deprecated_pbs_keys(spec: JobSpec) -> None:
+    """scheduler.pbs_flavor / pbs_spawner (deprecated, as recorded specs still hold them)
+    become pbs.flavor / pbs.spawner; both given and different is refused."""
+    sched = spec.scheduler
+    for old, new in (("pbs_flavor", "flavor"), ("pbs_spawner", "spawner")):
+        value = getattr(sched, old)
+        if value is None:
+            continue
+        if new in spec.pbs.model_fields_set and getattr(spec.pbs, new) != value:
+            raise CrossFieldError(
+                f"scheduler.{old}",
+                f"is deprecated and differs from pbs.{new}: keep pbs.{new} alone",
+            )
+        setattr(spec.pbs, new, value)
+        setattr(sched, old, None)
+
+
 def check_cross_fields(spec: JobSpec) -> None:
     """Checks that involve several keys; raise CrossFieldError naming the key to fix."""
     res, launch = spec.resources, spec.launch
     _check_launcher(spec)
-    check_sweep_backend(spec, backend_class(spec.backend).sweep_mode)
+    backend = backend_class(spec.backend)
+    check_sweep_backend(spec, backend.sweep_mode, backend.unhonoured_hints.get("sweep"))
     _check_node_range(spec)
     _check_node_launcher(spec)
     _check_command_launcher(spec)
@@ -166,7 +187,7 @@ def check_cross_fields(spec: JobSpec) -> None:
 
 
 def _check_node_launcher(spec: JobSpec) -> None:
-    """spawn: one node, the bundled trainer only; pdsh: ssh options pdsh can pass on."""
+    """spawn: one node, the bundled trainer only."""
     if spec.launch.launcher == "spawn":
         if spec.resources.nodes > 1:
             raise CrossFieldError(
@@ -180,23 +201,6 @@ def _check_node_launcher(spec: JobSpec) -> None:
                 "spawn starts the bundled trainer's processes (run.train); a run.command"
                 " program that spawns its own processes runs with torchrun and nproc_per_node 1",
             )
-    if spec.ssh.fanout == "pdsh":
-        if len(set(spec.ssh.hosts)) != len(spec.ssh.hosts):
-            raise CrossFieldError(
-                "ssh.hosts",
-                "must be distinct with ssh.fanout pdsh (its output is told apart by host name)",
-            )
-        for key, values in (
-            ("ssh.options", list(spec.ssh.options)),
-            ("ssh.identity_file", [spec.ssh.identity_file or ""]),
-            ("ssh.user", [spec.ssh.user or ""]),
-        ):
-            if any(char.isspace() or char == "%" for value in values for char in value):
-                raise CrossFieldError(
-                    key,
-                    "must hold no spaces or % with ssh.fanout pdsh (PDSH_SSH_ARGS is split at"
-                    " spaces and expands %)",
-                )
 
 
 def _check_command_launcher(spec: JobSpec) -> None:

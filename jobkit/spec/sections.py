@@ -1,5 +1,6 @@
-"""The job spec's sections (resources, scheduler, env, launch, run, ssh, monitor, logs): each
-key, its type, default and description. spec/schema.py composes them into JobSpec."""
+"""The job spec's sections (resources, scheduler, env, launch, run, monitor, logs, sweep): each
+key, its type, default and description. spec/schema.py composes them into JobSpec, with the
+backends' own sections (backends/ssh_options.py, sge/options.py, pbs/options.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ from jobkit.spec.values import (
     Argv,
     DurationSeconds,
     EnvName,
-    HostName,
     MemoryMB,
     NonEmptySafeStr,
     PythonChoice,
@@ -134,9 +134,11 @@ class Scheduler(StrictModel):
         description="Raw directives added as-is after the generated ones, e.g. --reservation=x."
         " Each is split into words and every word is quoted.",
     )
-    pbs_flavor: Literal["pro", "torque"] = Field("pro", description="PBS Pro or Torque syntax.")
-    pbs_spawner: Literal["pbsdsh", "mpiexec", "ssh"] = Field(
-        "pbsdsh", description="How a multi-node PBS job starts one torchrun on each host."
+    pbs_flavor: Literal["pro", "torque"] | None = Field(
+        None, description="Deprecated: write pbs.flavor (still read, with a note)."
+    )
+    pbs_spawner: Literal["pbsdsh", "mpiexec", "ssh"] | None = Field(
+        None, description="Deprecated: write pbs.spawner (still read, with a note)."
     )
     exclude_bad_nodes_for: Annotated[int, BeforeValidator(parse_period), SourceText()] = Field(
         "6h",
@@ -328,27 +330,6 @@ class Run(StrictModel):
                 "run.command", "give exactly one of run.train or run.command (got both)"
             )
         return self
-
-
-class Ssh(StrictModel):
-    """Hosts for the ssh backend; host 0 is the rendezvous host."""
-
-    hosts: list[HostName] = Field(
-        default_factory=list, description="Host names, one per node; the first is the master."
-    )
-    user: SafeStr | None = Field(None, description="Remote user (default: ssh's own choice).")
-    port: int | None = Field(None, ge=1, le=65535, description="ssh port (default: ssh's).")
-    identity_file: SafeStr | None = Field(None, description="Private key file (ssh -i).")
-    options: StrList = Field(
-        default_factory=list, description="ssh -o options, e.g. StrictHostKeyChecking=accept-new."
-    )
-    fanout: Literal["ssh", "pdsh"] = Field(
-        "ssh",
-        description="How the hosts are reached: ssh: one ssh per host, output in node-N.out;"
-        " pdsh: one `pdsh -R ssh` for every host (it must be installed here), its output"
-        " prefixed with the host name in the job's log and split into node-N.out, the exit"
-        " code the worst host's.",
-    )
 
 
 class Monitor(StrictModel):

@@ -122,17 +122,17 @@ def check_sweep(sweep: Sweep) -> None:
         )
 
 
-def check_sweep_backend(spec: JobSpec, sweep_mode: str) -> None:
-    """The sweep against the backend: none (refused), each (no scheduler.array), or array
-    (scheduler.array filled as `0-{N-1}[%K]`, or one given naming only task ids 0..N-1)."""
+def check_sweep_backend(spec: JobSpec, sweep_mode: str, hint: str | None = None) -> None:
+    """The sweep against the backend: none (refused, with the backend's `hint`), each (no
+    scheduler.array), or array (scheduler.array filled as `0-{N-1}[%K]`, or one given naming
+    only task ids 0..N-1)."""
     sweep = spec.sweep
     if sweep is None:
         return
     if sweep_mode == "none":
         raise CrossFieldError(
             "sweep",
-            f"the {spec.backend} backend cannot run a sweep: use backend slurm (the same"
-            " cluster, one array job) or local",
+            f"the {spec.backend} backend cannot run a sweep" + (f": {hint}" if hint else ""),
         )
     array = spec.scheduler.array
     if sweep_mode != "array":

@@ -147,3 +147,44 @@ def test_a_missing_venv_is_refused_before_anything_starts(jobkit: Jobkit) -> Non
     )
     assert json.loads(jobkit.run("status", "--all", "--json").stdout) == []
     assert not (jobkit.workdir / "logs").exists()
+
+
+def test_resources_time_stops_the_job_at_its_limit_as_timeout(
+    jobkit: Jobkit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launcher keeps resources.time (no scheduler here): at the limit SIGTERM to each
+    host's process group, SIGKILL after the grace to what ignored it; the job ends TIMEOUT."""
+    monkeypatch.setenv("JOBKIT_STOP_GRACE_S", "2")
+    stubborn = [
+        "python3",
+        "-c",
+        "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+        " os.write(1, b'up\\n'); time.sleep(600)",
+    ]
+    path = jobkit.workdir / "limited.yaml"
+    spec = {
+        "name": "limited",
+        "backend": "local",
+        "resources": {"time": "00:00:03"},
+        "launch": {"nproc_per_node": 2},
+        "run": {"command": stubborn},
+    }
+    path.write_text(json.dumps(spec))
+    started = time.monotonic()
+    job = jobkit.submit(path.name)
+    job_id = job["jobkit_id"]
+    deadline = started + 60
+    while (state := jobkit.status(job_id))["state"] not in ("TIMEOUT", "FAILED", "CANCELLED"):
+        assert time.monotonic() < deadline, state
+        time.sleep(0.3)
+    took = time.monotonic() - started
+    assert state["state"] == "TIMEOUT", state
+    assert state["reason"] == "stopped by the launcher at its time limit (resources.time)"
+    assert state["exit_code"] == 143
+    assert 3 <= took < 20, took  # the limit, then the 2 s grace: not torchrun's own 30 s
+    assert processes.with_environment("JOBKIT_JOB_ID", job_id) == []
+    assert processes.group_members(int(job["extra"]["pgid"])) == []
+    out = Path(job["log_paths"]["out"]).read_text()
+    assert "jobkit: time limit 00:00:03" in out
+    err = Path(job["log_paths"]["err"]).read_text()
+    assert "jobkit: time limit (resources.time) reached: stopping every host" in err

@@ -38,7 +38,7 @@ def _obs(state: State, raw: str | None = None, source: str = "squeue", **kw: obj
 RUNNING = Progress(
     "RUNNING",
     "RUNNING",
-    StateSource.SQUEUE,
+    "squeue",
     observed_at=T0,
     nodes="n1",
     elapsed_s=10.0,
@@ -56,17 +56,16 @@ def test_state_sources_are_the_stored_text() -> None:
         "submit",
         "adopted",
         "cancel",
-        "squeue",
-        "sacct",
-        "qstat",
-        "qacct",
         "pidfile",
         "exit-file",
     ]
     assert source_of("exit-file") is StateSource.EXIT_FILE
     assert source_of("slurm") == "slurm" and not isinstance(source_of("slurm"), StateSource)
+    # A backend's own query words stay text (Backend.accounting_sources says which are
+    # accounting).
+    assert source_of("sacct") == "sacct" and not isinstance(source_of("sacct"), StateSource)
     assert source_of(None) is None
-    assert f"[{StateSource.CANCEL}]" == "[cancel]" and str(StateSource.SACCT) == "sacct"
+    assert f"[{StateSource.CANCEL}]" == "[cancel]"
     assert json.dumps({"s": StateSource.EXIT_FILE}) == '{"s": "exit-file"}'
     assert StateSource.CANCEL == "cancel" and "cancel" in {StateSource.CANCEL}
 
@@ -77,7 +76,7 @@ def test_state_sources_are_the_stored_text() -> None:
 def test_an_observation_replaces_the_state_and_keeps_known_values() -> None:
     new = apply_observation(RUNNING, _obs(State.RUNNING, reason=None, elapsed_s=20.0), T0 + 5)
     assert new == replace(RUNNING, observed_at=T0 + 5, elapsed_s=20.0)
-    assert new is not None and new.state_source is StateSource.SQUEUE
+    assert new is not None and new.state_source == "squeue"
     assert not lifecycle.is_history_change(RUNNING, new)
 
 
@@ -90,7 +89,7 @@ def test_an_end_sets_final_at_once_and_keeps_it() -> None:
         3,
         "n1",
     )
-    assert ended.state_source is StateSource.SACCT
+    assert ended.state_source == "sacct"
     assert lifecycle.is_history_change(RUNNING, ended)
     again = apply_observation(ended, _obs(State.FAILED, source="sacct", signal=9), T0 + 99)
     assert again is not None
@@ -119,9 +118,7 @@ def test_requeue_after_running_counts_one() -> None:
 
 
 def test_a_requeue_after_a_final_state_clears_final_at() -> None:
-    ended = Progress(
-        "FAILED", "FAILED", StateSource.SACCT, observed_at=T0, final_at=T0, exit_code=1
-    )
+    ended = Progress("FAILED", "FAILED", "sacct", observed_at=T0, final_at=T0, exit_code=1)
     back = apply_observation(ended, _obs(State.QUEUED, "PENDING", requeues=1), T0 + 30)
     assert back is not None
     assert (back.state, back.final_at, back.requeues, back.exit_code) == ("QUEUED", None, 1, 1)
@@ -156,14 +153,14 @@ def test_a_late_running_within_the_cancel_grace_is_ignored(late: float) -> None:
 def test_running_after_the_cancel_grace_is_taken() -> None:
     new = apply_observation(CANCELLED, _obs(State.RUNNING), T0 + CANCEL_GRACE_S)
     assert new is not None
-    assert (new.state, new.state_source, new.final_at) == ("RUNNING", StateSource.SQUEUE, None)
+    assert (new.state, new.state_source, new.final_at) == ("RUNNING", "squeue", None)
 
 
 @pytest.mark.parametrize("said", [State.FAILED, State.UNKNOWN, State.CANCELLED])
 def test_an_end_after_a_cancel_confirms_cancelled(said: State) -> None:
     new = apply_observation(CANCELLED, _obs(said, source="sacct", signal=15), T0 + 1)
     assert new is not None
-    assert (new.state, new.state_source, new.signal) == ("CANCELLED", StateSource.SACCT, 15)
+    assert (new.state, new.state_source, new.signal) == ("CANCELLED", "sacct", 15)
     assert new.final_at == T0  # the end was when the cancel was recorded
     assert not needs_poll(replace(new, exit_code=0), submitted=True, now=T0 + 2)
 
@@ -181,18 +178,18 @@ def test_needs_poll() -> None:
     assert needs_poll(queued, submitted=True, now=T0)
     assert not needs_poll(queued, submitted=False, now=T0)  # no scheduler id yet
     assert not needs_poll(Progress(SUBMITTING), submitted=True, now=T0)
-    done = Progress("SUCCEEDED", state_source=StateSource.SACCT, final_at=T0, exit_code=0)
+    done = Progress("SUCCEEDED", state_source="sacct", final_at=T0, exit_code=0)
     assert not needs_poll(done, submitted=True, now=T0)
 
 
 def test_exit_code_grace_boundary() -> None:
-    no_code = Progress("FAILED", state_source=StateSource.SQUEUE, final_at=T0)
+    no_code = Progress("FAILED", state_source="squeue", final_at=T0)
     assert needs_poll(no_code, submitted=True, now=T0 + EXIT_CODE_GRACE_S - 0.001)
     assert not needs_poll(no_code, submitted=True, now=T0 + EXIT_CODE_GRACE_S)
 
 
 def test_settled_waits_for_an_exit_code_up_to_the_boundary() -> None:
-    no_code = Progress("FAILED", state_source=StateSource.SQUEUE, final_at=T0)
+    no_code = Progress("FAILED", state_source="squeue", final_at=T0)
     assert not settled(no_code, T0 + FINAL_EXIT_WAIT_S - 0.001)
     assert settled(no_code, T0 + FINAL_EXIT_WAIT_S)
     assert settled(replace(no_code, exit_code=2), T0)
@@ -226,7 +223,7 @@ def test_final_and_unknown_jobs_are_never_missing() -> None:
 
 
 def test_an_unknown_answer_never_erases_a_known_end() -> None:
-    ended = Progress("FAILED", "FAILED", StateSource.SQUEUE, final_at=T0, exit_code=1)
+    ended = Progress("FAILED", "FAILED", "squeue", final_at=T0, exit_code=1)
     unknown = _obs(State.UNKNOWN, "", "slurm", reason=lifecycle.MISSING_REASON)
     assert forgets_a_known_end(ended, unknown)
     assert not forgets_a_known_end(RUNNING, unknown)

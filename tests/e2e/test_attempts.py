@@ -56,7 +56,9 @@ def test_preempted_run_is_resubmitted_and_resumes(
     started = time.monotonic()
     reference = Jobkit(home=tmp_path / "reference-home", logs_dir=tmp_path / "reference-logs")
     ref_output = tmp_path / "reference.out"
-    ref = reference.start(SPEC, "--backend", "local", *ONE_NODE, output=ref_output)
+    ref = reference.start(
+        SPEC, "--backend", "local", "--ignore-unsupported", *ONE_NODE, output=ref_output
+    )
     urgent = ""
     try:
         done = jobkit.run("submit", SPEC, *jobkit.common_sets(), *REFUSED, *ONE_NODE)

@@ -71,6 +71,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reference]:
         SPEC,
         "--backend",
         "local",
+        "--ignore-unsupported",  # the Slurm example's partition, requeue and signal
         "--set",
         "resources.nodes=1",
         "--set",

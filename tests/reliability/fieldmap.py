@@ -104,7 +104,7 @@ def base_spec(backend: str, *, train: bool = False) -> dict[str, Any]:
     """A small valid spec for `backend` (pbs-pro / pbs-torque pick the PBS flavour)."""
     spec: dict[str, Any] = {"name": "inj", "backend": backend.split("-")[0]}
     if backend.startswith("pbs"):
-        spec["scheduler"] = {"pbs_flavor": backend.split("-")[1]}
+        spec["pbs"] = {"flavor": backend.split("-")[1]}
     spec["ssh"] = {"hosts": ["n1"]}  # used by the ssh backend only
     spec["run"] = {"train": {"config": "tiny-lm"}} if train else {"command": ["jkprog", "x"]}
     return spec

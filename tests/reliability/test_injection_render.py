@@ -44,17 +44,19 @@ UNSAFE_CATEGORIES = {"Cc", "Cf", "Zl", "Zp"}
 
 
 def load_for(path: Path, backend: str, slot: Slot | None = None) -> Any:
-    """load_spec as `jobkit render PATH --backend B [--set scheduler.pbs_flavor=F]` does.
+    """load_spec as `jobkit render PATH --backend B --ignore-unsupported [--set
+    pbs.flavor=F]` does: keys the backend cannot honour still render (as comments, say), so
+    their quoting is tested too.
 
     When the slot under test is the backend (or PBS flavour) itself, the file's own value
     is what counts, so that option is left out.
     """
     name, _, flavor = backend.partition("-")
-    sets = [f"scheduler.pbs_flavor={flavor}"] if flavor else []
-    if slot is not None and slot.path == ("scheduler", "pbs_flavor"):
+    sets = [f"pbs.flavor={flavor}"] if flavor else []
+    if slot is not None and slot.path in (("pbs", "flavor"), ("scheduler", "pbs_flavor")):
         sets = []
     chosen = None if slot is not None and slot.path == ("backend",) else name
-    return load_spec(path, backend=chosen, sets=sets, profile_dirs=[])
+    return load_spec(path, backend=chosen, sets=sets, profile_dirs=[], ignore_unsupported=True)
 
 
 def check_refusal(err: JobkitError) -> str:

@@ -71,7 +71,8 @@ BASES: list[dict[str, Any]] = [
     {
         "name": "d",
         "backend": "pbs",
-        "scheduler": {"pbs_flavor": "torque", "mail_user": "a@b", "mail_type": ["END"]},
+        "pbs": {"flavor": "torque"},
+        "scheduler": {"mail_user": "a@b", "mail_type": ["END"]},
         "launch": {"launcher": "mpirun", "nproc_per_node": 2},
         "run": {"command": ["./a.out"]},
     },

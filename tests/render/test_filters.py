@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from jobkit.backends.batch import mail_letters as pbs_mail_events
 from jobkit.core.errors import SpecError
 from jobkit.render.engine import (
     directive_quote,
     directive_words,
-    pbs_mail_events,
     quote,
     quote_join,
     quote_path,

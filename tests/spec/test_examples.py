@@ -78,8 +78,8 @@ def test_examples_ask_for_what_the_brief_says() -> None:
         24 * 3600,
         "gpu",
     )
-    assert spec("pbs-pro.yaml").scheduler.pbs_flavor == "pro"
-    assert spec("pbs-torque.yaml").scheduler.pbs_flavor == "torque"
+    assert spec("pbs-pro.yaml").pbs.flavor == "pro"
+    assert spec("pbs-torque.yaml").pbs.flavor == "torque"
     ssh = spec("ssh-2node.yaml")
     assert (ssh.ssh.hosts, ssh.resources.nodes) == (["n1", "n2"], 2)
     assert spec("submitit.yaml").backend == "submitit"

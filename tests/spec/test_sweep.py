@@ -234,7 +234,7 @@ BAD = [
         "pbs-pro-limit",
         "backend: pbs\nsweep:\n  grid: {a: [1, 2]}\n  max_parallel: 1\n",
         "job.yaml:7: sweep.max_parallel: PBS Pro arrays take no limit of running tasks (%K is"
-        " Slurm/Torque syntax): leave sweep.max_parallel out, or use scheduler.pbs_flavor torque",
+        " Slurm/Torque syntax): leave sweep.max_parallel out, or use pbs.flavor torque",
     ),
 ]
 

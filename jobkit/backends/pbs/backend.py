@@ -1,7 +1,7 @@
 """The PBS backend (PBS Pro and Torque): qsub, one qstat per poll, qdel.
 
 Torque answers `qstat -f IDS` in text; PBS Pro answers `qstat -f -F json -x IDS` (with
-finished jobs, `-x`). Which one a job uses is `scheduler.pbs_flavor`, kept in its extra.
+finished jobs, `-x`). Which one a job uses is `pbs.flavor`, kept in its extra.
 Parsing is done by pure functions so tests can feed them real or recorded output.
 """
 
@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from jobkit.backends.base import Observation, SubmitRequest, TrackedJob
-from jobkit.backends.batch import BatchScheduler, exit_file_observation
+from jobkit.backends.batch import BatchScheduler, exit_file_observation, mail_letters
 from jobkit.backends.commands import PBS
 from jobkit.backends.pbs.states import (
     FINISHED_LETTERS,
@@ -28,6 +28,7 @@ from jobkit.core.run_files import read_exit_file
 from jobkit.core.states import State
 
 if TYPE_CHECKING:
+    from jobkit.backends.honours import How
     from jobkit.backends.waiting import WaitInfo
     from jobkit.core.usage import Usage
     from jobkit.spec.schema import JobSpec
@@ -194,23 +195,76 @@ class PbsBackend(BatchScheduler):
     name = "pbs"
     template = "pbs/job.sh.j2"
     launchers = ("torchrun", "mpirun", "none")
+    display_name = "PBS"
+    chooses_nodes = True
+    options_section = "pbs"
+    honours: ClassVar[Mapping[str, How]] = {
+        "resources.mem": "directive",
+        "resources.time": "directive",
+        "resources.partition": "directive",
+        "resources.account": "directive",
+        "resources.constraint": "directive",
+        "resources.exclusive": "directive",
+        "scheduler.array": "directive",
+        "scheduler.dependency": "directive",
+        "scheduler.mail_user": "directive",
+        "scheduler.mail_type": "directive",
+        "scheduler.requeue": "directive",
+        "scheduler.max_attempts": "jobkit",
+        "scheduler.extra": "directive",
+        "scheduler.exclude_bad_nodes_for": "jobkit",
+    }
+    unhonoured_hints: ClassVar[Mapping[str, str]] = {
+        "resources.gpu_type": "sites name GPU models differently: add yours through"
+        " scheduler.extra, or remove the key",
+        "scheduler.signal": "PBS sends SIGTERM, then SIGKILL, when a job must stop; remove the key",
+    }
+
+    @classmethod
+    def unhonoured_here(cls, spec: JobSpec) -> Mapping[str, str]:
+        """PBS Pro has no standard node-feature resource (Torque's nodes=N:FEATURE has)."""
+        if spec.pbs.flavor == "pro":
+            return {
+                "resources.constraint": "PBS Pro has no standard node-feature resource (add"
+                " yours through scheduler.extra, use pbs.flavor torque, or remove the key)"
+            }
+        return {}
+
+    @classmethod
+    def reads_sections(cls, spec: JobSpec) -> tuple[str, ...]:
+        """`pbs:`, and `ssh:` when pbs.spawner is ssh."""
+        return ("pbs", "ssh") if spec.pbs.spawner == "ssh" else ("pbs",)
+
+    @classmethod
+    def template_filters(cls) -> Mapping[str, Callable[..., str]]:
+        """`pbs_mail`: mail types as -m letters."""
+        return {"pbs_mail": mail_letters}
+
+    @classmethod
+    def split_task_id(cls, scheduler_id: str) -> tuple[str, str | None]:
+        """`123[4].server` -> ("123[].server", "4"); `123_4` (Slurm's Torque wrappers)."""
+        number, dot, server = scheduler_id.partition(".")
+        if "[" in number and number.endswith("]"):
+            base, _, task = number[:-1].partition("[")
+            return (f"{base}[]{dot}{server}", task) if task.isdigit() else (scheduler_id, None)
+        return super().split_task_id(scheduler_id)
 
     @classmethod
     def validate(cls, spec: JobSpec) -> None:
         """A sweep's running-task limit: Torque syntax only."""
         sweep = spec.sweep
-        if spec.scheduler.pbs_flavor == "pro" and sweep is not None and sweep.max_parallel:
+        if spec.pbs.flavor == "pro" and sweep is not None and sweep.max_parallel:
             raise CrossFieldError(
                 "sweep.max_parallel",
                 "PBS Pro arrays take no limit of running tasks (%K is Slurm/Torque syntax):"
-                " leave sweep.max_parallel out, or use scheduler.pbs_flavor torque",
+                " leave sweep.max_parallel out, or use pbs.flavor torque",
             )
 
     @classmethod
     def check_script(cls, spec: JobSpec, script: str) -> None:
         """What PBS Pro's array syntax cannot express."""
         array = spec.scheduler.array
-        if spec.scheduler.pbs_flavor == "pro" and array and not _PBS_PRO_ARRAY.match(array):
+        if spec.pbs.flavor == "pro" and array and not _PBS_PRO_ARRAY.match(array):
             raise SpecError(
                 f"PBS Pro arrays are START-END[:STEP] (got {array!r}; lists and %limits are"
                 " Slurm/Torque syntax)",
@@ -269,7 +323,7 @@ class PbsBackend(BatchScheduler):
         for token, request in requests.items():
             if request is None:
                 continue
-            groups[request.spec.scheduler.pbs_flavor][token] = request
+            groups[request.spec.pbs.flavor][token] = request
         for flavor, group in groups.items():
             if flavor == "pro":
                 argv = ["qstat", "-f", "-F", "json", "-x"]
@@ -283,7 +337,7 @@ class PbsBackend(BatchScheduler):
     def submit_extra(self, request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
         """What `submit` records beside the id (for a job adopted after a lost reply)."""
         extra = super().submit_extra(request, scheduler_id)
-        extra["pbs_flavor"] = request.spec.scheduler.pbs_flavor
+        extra["pbs_flavor"] = request.spec.pbs.flavor
         return extra
 
     def poll(self, jobs: Sequence[TrackedJob]) -> dict[str, Observation]:

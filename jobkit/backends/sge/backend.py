@@ -12,13 +12,13 @@ import getpass
 import re
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from jobkit.backends.base import Observation, SubmitRequest, TrackedJob
-from jobkit.backends.batch import BatchScheduler, exit_file_observation
+from jobkit.backends.batch import BatchScheduler, exit_file_observation, mail_letters
 from jobkit.backends.commands import GRID_ENGINE
 from jobkit.backends.sge.parse import (
     FinishedRun,
@@ -42,6 +42,7 @@ from jobkit.core.run_files import read_exit_file
 from jobkit.core.states import State
 
 if TYPE_CHECKING:
+    from jobkit.backends.honours import How
     from jobkit.backends.preflight import Preflight
     from jobkit.backends.waiting import WaitInfo
     from jobkit.core.usage import Usage
@@ -71,6 +72,56 @@ class SgeBackend(BatchScheduler):
     """A qsub whose reply was lost finds its job by qstat's `script_file` while the job is
     in qstat; one that already ended leaves no trace of its script in qacct: such a
     submission is of unknown fate (kept looked for), never FAILED."""
+    display_name = "Grid Engine"
+    chooses_nodes = True
+    accounting_sources = frozenset({"qacct"})
+    options_section = "sge"
+    honours: ClassVar[Mapping[str, How]] = {
+        "resources.time": "directive",
+        "resources.partition": "directive",
+        "resources.account": "directive",
+        "scheduler.array": "directive",
+        "scheduler.dependency": "directive",
+        "scheduler.mail_user": "directive",
+        "scheduler.mail_type": "directive",
+        "scheduler.requeue": "directive",
+        "scheduler.max_attempts": "jobkit",
+        "scheduler.extra": "directive",
+        "scheduler.exclude_bad_nodes_for": "jobkit",
+    }
+    unhonoured_hints: ClassVar[Mapping[str, str]] = {
+        "resources.mem": "add your site's memory resource, h_vmem or mem_free, through"
+        " scheduler.extra, or remove the key",
+        "resources.gpu_type": "add your site's GPU-model resource through scheduler.extra,"
+        " or remove the key",
+        "scheduler.signal": "Grid Engine sends SIGTERM, then SIGKILL, when a job must stop;"
+        " remove the key",
+    }
+
+    @classmethod
+    def reads_sections(cls, spec: JobSpec) -> tuple[str, ...]:
+        """`sge:`, and `ssh:` when sge.spawner is ssh."""
+        return ("sge", "ssh") if spec.sge.spawner == "ssh" else ("sge",)
+
+    @classmethod
+    def template_context(cls, spec: JobSpec) -> dict[str, Any]:
+        """`sweep_array_from_1`: a sweep's scheduler.array as Grid Engine numbers its tasks
+        (from 1: `range` every id plus one, `limit` the %K), None without a sweep."""
+        from jobkit.spec.sweep import one_based
+
+        array = spec.scheduler.array
+        return {"sweep_array_from_1": one_based(array) if spec.sweep and array else None}
+
+    @classmethod
+    def template_filters(cls) -> Mapping[str, Callable[..., str]]:
+        """`pbs_mail`: mail types as -m letters."""
+        return {"pbs_mail": mail_letters}
+
+    @classmethod
+    def split_task_id(cls, scheduler_id: str) -> tuple[str, str | None]:
+        """`123.5` -> ("123", "5"); the Slurm form `123_5` is read too."""
+        job, sep, task = scheduler_id.partition(".")
+        return (job, task) if sep and task.isdigit() else super().split_task_id(scheduler_id)
 
     @classmethod
     def task_label(cls, scheduler_id: str, task: str) -> str:

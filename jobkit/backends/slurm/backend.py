@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from jobkit.backends.base import Allocation, Observation, SubmitRequest, TrackedJob
 from jobkit.backends.batch import BatchScheduler
@@ -22,6 +22,7 @@ from jobkit.core.run_files import read_exit_file, read_preempted_note
 from jobkit.core.states import State
 
 if TYPE_CHECKING:  # the parsers and proc load when a command runs: render stays quick
+    from jobkit.backends.honours import How
     from jobkit.backends.preflight import Preflight
     from jobkit.backends.slurm.parse import SlurmId
     from jobkit.backends.slurm.tasks import TaskMap
@@ -31,6 +32,13 @@ if TYPE_CHECKING:  # the parsers and proc load when a command runs: render stays
 
 _HETJOB_LINE = re.compile(r"^#SBATCH\s+(hetjob|packjob)(\s|$)", re.IGNORECASE)
 COMMENT_PREFIX = "jobkit:"
+
+
+def percent_doubled(value: object) -> str:
+    """The `slurm_filename` filter: `%` doubled, so sbatch/srun patterns keep it literal."""
+    from jobkit.render.engine import shell_word
+
+    return shell_word(value).replace("%", "%%")
 
 
 class SlurmBackend(BatchScheduler):
@@ -45,6 +53,40 @@ class SlurmBackend(BatchScheduler):
         r"^sbatch: (?:error|fatal): |^sbatch: (?:unrecognized|invalid) option", re.MULTILINE
     )
     """The submit command's own words for a refusal (a bad option, partition or value)."""
+    display_name = "Slurm"
+    chooses_nodes = True
+    accounting_sources = frozenset({"sacct"})
+    honours: ClassVar[Mapping[str, How]] = {
+        "resources.gpu_type": "directive",
+        "resources.mem": "directive",
+        "resources.time": "directive",
+        "resources.partition": "directive",
+        "resources.account": "directive",
+        "resources.qos": "directive",
+        "resources.constraint": "directive",
+        "resources.exclusive": "directive",
+        "scheduler.array": "directive",
+        "scheduler.dependency": "directive",
+        "scheduler.mail_user": "directive",
+        "scheduler.mail_type": "directive",
+        "scheduler.requeue": "directive",
+        "scheduler.max_attempts": "jobkit",
+        "scheduler.signal": "directive",
+        "scheduler.extra": "directive",
+        "scheduler.exclude_bad_nodes_for": "jobkit",
+    }
+
+    @classmethod
+    def template_filters(cls) -> Mapping[str, Callable[..., str]]:
+        """`slurm_filename`: `%` doubled, so sbatch/srun file patterns keep it literal."""
+        return {"slurm_filename": percent_doubled}
+
+    @classmethod
+    def split_task_id(cls, scheduler_id: str) -> tuple[str, str | None]:
+        """`123_4` (also `123_4;cluster`, `123_4.batch`) -> ("123", "4")."""
+        head = scheduler_id.split(";", 1)[0].split(".", 1)[0]
+        job, sep, task = head.partition("_")
+        return (job, task) if sep and task.isdigit() else (scheduler_id, None)
 
     @classmethod
     def check_script(cls, spec: JobSpec, script: str) -> None:

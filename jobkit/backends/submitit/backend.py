@@ -20,7 +20,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from jobkit.backends.base import Backend, Observation, SubmitRequest, Submitted, TrackedJob
 from jobkit.backends.slurm.backend import COMMENT_PREFIX, SlurmBackend
@@ -28,6 +28,7 @@ from jobkit.core.errors import CrossFieldError, JobkitError, SchedulerError, Spe
 from jobkit.spec.schema import JobSpec
 
 if TYPE_CHECKING:
+    from jobkit.backends.honours import How
     from jobkit.backends.waiting import Explanation, WaitInfo
 
 SUBMITIT_MARK = "(submitit)"
@@ -208,8 +209,41 @@ class SubmititBackend(Backend):
 
     name = "submitit"
     launchers = ("torchrun", "srun")
+    accounting_sources = frozenset({"sacct"})
+    unhonoured_hints: ClassVar[Mapping[str, str]] = {
+        "sweep": "use backend slurm (the same cluster, one array job) or local",
+    }
+    honours: ClassVar[Mapping[str, How]] = {
+        "resources.gpu_type": "directive",
+        "resources.mem": "directive",
+        "resources.time": "directive",
+        "resources.partition": "directive",
+        "resources.account": "directive",
+        "resources.qos": "directive",
+        "resources.constraint": "directive",
+        "resources.exclusive": "directive",
+        "scheduler.dependency": "directive",
+        "scheduler.mail_user": "directive",
+        "scheduler.mail_type": "directive",
+        "scheduler.requeue": "directive",
+        "scheduler.max_attempts": "jobkit",
+        "scheduler.signal": "directive",
+        "scheduler.extra": "directive",
+        "scheduler.exclude_bad_nodes_for": "jobkit",
+    }
     task_per_process = True
     poll_interval_s = SlurmBackend.poll_interval_s
+
+    @classmethod
+    def unhonoured_here(cls, spec: JobSpec) -> Mapping[str, str]:
+        """submitit runs a run.command under the Python that submits it: env.python (which
+        puts its bin/ first on PATH elsewhere) has no say there."""
+        if spec.env.python != "auto" and spec.run.command is not None:
+            return {
+                "env.python": "submitit runs run.command with the Python that submits it"
+                " (use backend slurm, or remove the key)"
+            }
+        return {}
 
     @classmethod
     def validate(cls, spec: JobSpec) -> None:
@@ -240,6 +274,10 @@ class SubmititBackend(Backend):
             "AutoExecutor",
             f"folder={folder_pattern(request.spec, request.workdir)}",
         ]
+        if request.spec.run.workdir:
+            words.append(f"cwd={request.workdir / request.spec.run.workdir}")
+        if isinstance(request.spec.launch.master_port, int):
+            words.append(f"master_port={request.spec.launch.master_port}")
         for key in sorted(params):
             if key != "slurm_setup":
                 words.append(f"{key}={params[key]}")

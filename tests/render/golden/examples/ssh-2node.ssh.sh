@@ -213,6 +213,7 @@ jobkit_program_rc() {
 # ---- Starting, watching and stopping the hosts: templates/common/nodes-lib.sh ----------------
 jobkit_node_logs_itself=0
 jobkit_exit_file="$JOBKIT_RUN_DIR/exit_code"
+jobkit_timed_out_file=timed_out
 # shellcheck shell=bash disable=SC2154,SC2016  # jobkit_hosts comes from the including script; single-quoted code is meant
 # jobkit's multi-host launcher library: start one runner per host, watch them, stop them in
 # order, report one exit code. Plain bash, included verbatim by templates/common/nodes.sh.j2
@@ -250,6 +251,7 @@ jobkit_first_rc=""      # exit code of the first host that failed
 jobkit_stop_deadline="" # SECONDS value after which stopping turns into killing
 jobkit_signal_name=""   # the signal that stopped the launcher, if any
 jobkit_killed=""        # set once the hosts left after the grace period were killed
+jobkit_time_deadline="" # SECONDS value of the job's time limit, where the launcher keeps it
 
 # jobkit_launch_node I: run host I to its end; return its exit code. Where the host writes
 # node-I.out into the (shared) run folder itself, its exit code comes back in node-I.exit.
@@ -319,6 +321,19 @@ jobkit_kill_nodes() {
   done
 }
 
+# The local and ssh launchers keep resources.time themselves (no scheduler does): at the
+# limit they note it in the run folder (the job then ends TIMEOUT) and stop every host as
+# SIGTERM would, killing what is left after JOBKIT_STOP_GRACE_S.
+jobkit_check_time_limit() {
+  if [[ -n "$jobkit_time_deadline" && -z "$jobkit_signal_name" ]] \
+    && (( SECONDS >= jobkit_time_deadline )); then
+    : >"$JOBKIT_RUN_DIR/$jobkit_timed_out_file"
+    echo "jobkit: time limit (resources.time) reached: stopping every host" >&2
+    jobkit_signal_name=TERM
+    jobkit_stop_nodes
+  fi
+}
+
 jobkit_on_signal() {
   echo "jobkit: received SIG$1: stopping every host" >&2
   jobkit_signal_name=$1
@@ -361,6 +376,7 @@ jobkit_watch_nodes() {
     if (( running == 0 )); then
       return 0
     fi
+    jobkit_check_time_limit
     if [[ -n "$jobkit_stop_deadline" ]]; then
       if (( SECONDS >= jobkit_stop_deadline )); then
         if [[ -z "$jobkit_killed" ]]; then
@@ -481,6 +497,7 @@ jobkit_watch_pdsh() {
   local rc=0 i
   while kill -0 "$jobkit_pdsh_pid" 2>/dev/null; do
     jobkit_pdsh_reap
+    jobkit_check_time_limit
     if [[ -n "$jobkit_stop_deadline" ]]; then
       if (( SECONDS >= jobkit_stop_deadline )) && [[ -z "$jobkit_killed" ]]; then
         echo "jobkit: hosts still running after the grace period" >&2
