@@ -219,8 +219,6 @@ def apply_observation(job: JobProgress, obs: Observed, at: float) -> Progress | 
     scheduler did not give (None) keep what was known; `final_at` is when a final state was
     first seen, cleared when the job runs again (a requeue).
     """
-    if holds_a_hold(job, obs):
-        obs = _held(job, obs)
     new_state = obs.state
     if job.state_source == StateSource.CANCEL:
         if obs.state in (State.FAILED, State.UNKNOWN, State.CANCELLED):
@@ -252,52 +250,12 @@ def apply_observation(job: JobProgress, obs: Observed, at: float) -> Progress | 
     )
 
 
-ACCOUNTING_SOURCES = frozenset({StateSource.SACCT.value, StateSource.QACCT.value})
-"""Sources that read the scheduler's accounting, which records no holds."""
-
-
-def holds_a_hold(job: JobProgress, obs: Observed) -> bool:
-    """A HELD job that accounting reports as just waiting (QUEUED): accounting does not
-    record holds (sacct: PENDING, reason None), so the queue's answer was missing (an empty
-    squeue), not a release. The job stays HELD until the queue or an end says otherwise."""
-    return (
-        job.state == State.HELD.value
-        and obs.state is State.QUEUED
-        and obs.source in ACCOUNTING_SOURCES
-    )
-
-
-@dataclass(frozen=True)
-class _HeldObservation:
-    """An accounting observation with the job's known hold kept (see holds_a_hold)."""
-
-    state: State
-    raw_state: str
-    source: str
-    exit_code: int | None
-    signal: int | None
-    reason: str | None
-    nodes: str | None
-    elapsed_s: float | None
-    requeues: int | None
-    max_rss: str | None
-    cpu_time: str | None
-
-
-def _held(job: JobProgress, obs: Observed) -> Observed:
-    return _HeldObservation(
-        state=State.HELD,
-        raw_state=job.raw_state or obs.raw_state,
-        source=obs.source,
-        exit_code=None,  # sacct's 0:0 of a job that has not run
-        signal=None,
-        reason=job.reason,
-        nodes=obs.nodes,
-        elapsed_s=obs.elapsed_s,
-        requeues=obs.requeues,
-        max_rss=obs.max_rss,
-        cpu_time=obs.cpu_time,
-    )
+def holds_a_hold(job: JobProgress, obs: Observed, accounting: frozenset[str]) -> bool:
+    """A HELD job that accounting (a source in `accounting`: the backend's
+    Backend.accounting_sources) reports as just waiting (QUEUED): accounting does not record
+    holds (sacct: PENDING, reason None), so the queue's answer was missing (an empty squeue),
+    not a release. The caller keeps the job HELD until the queue or an end says otherwise."""
+    return job.state == State.HELD.value and obs.state is State.QUEUED and obs.source in accounting
 
 
 def cancelled(at: float) -> Progress:

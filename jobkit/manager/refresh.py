@@ -123,6 +123,8 @@ def refresh(
             obs = answer.get(record.scheduler_id or "")
             since = record.submitted_at or record.created_at
             if obs is not None:
+                if lifecycle.holds_a_hold(record, obs, backend.accounting_sources):
+                    obs = _hold_kept(record, obs)
                 if not lifecycle.forgets_a_known_end(record, obs):
                     observations[record.jobkit_id] = _with_failure_note(record, obs)
             elif lifecycle.is_missing(record, since=since, at=at):
@@ -237,3 +239,16 @@ def exit_status_for(record: JobRecord) -> int:
     if record.signal:
         return 128 + record.signal
     return 1
+
+
+def _hold_kept(record: JobRecord, obs: Observation) -> Observation:
+    """An accounting answer of a HELD job with the hold kept (lifecycle.holds_a_hold): the
+    queue's own words and reason stay; sacct's 0:0 of a job that has not run is no exit."""
+    return replace(
+        obs,
+        state=State.HELD,
+        raw_state=record.raw_state or obs.raw_state,
+        exit_code=None,
+        signal=None,
+        reason=record.reason,
+    )
