@@ -249,3 +249,35 @@ def test_a_registry_held_open_when_its_disk_fills(
         holder.close()
         if _alive(pid):
             os.killpg(os.getpgid(pid), 9)
+
+
+@pytest.mark.sge
+def test_a_full_jobkit_home_still_cancels_a_grid_engine_job(
+    tmpfs: Callable[[str], Path], tmp_path: Path, sge_cluster: object
+) -> None:
+    """Grid Engine's cancel notes `cancelled` in the job's folder before qdel: with that
+    folder on a full disk the note is lost, but the qdel still runs (the real Grid Engine)."""
+    home = tmpfs("4m") / "home"
+    work = tmp_path / "work"
+    work.mkdir()
+    held = _submit(
+        home,
+        work,
+        "geheld",
+        ["sleep", "300"],
+        backend="sge",
+        scheduler={"extra": ["-h"]},
+    )
+    number = str(_record(home, work, held)["scheduler_id"])
+    try:
+        _fill(home.parent)
+        cancel = _jobkit(home, work, "cancel", held)
+        assert cancel.returncode == 0, cancel.stderr
+        assert f"cancelled {held}" in cancel.stdout
+        assert "cannot be written" in cancel.stderr
+        deadline = time.monotonic() + 30
+        while number in subprocess.run(["qstat"], capture_output=True, text=True).stdout.split():
+            assert time.monotonic() < deadline, "the Grid Engine job is still queued"
+            time.sleep(0.5)
+    finally:
+        subprocess.run(["qdel", number], capture_output=True, check=False)

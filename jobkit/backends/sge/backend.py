@@ -8,6 +8,7 @@ file (written a little after the end). Between the two, the run folder's exit_co
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import re
 import time
@@ -303,10 +304,12 @@ class SgeBackend(BatchScheduler):
 
     def cancel(self, jobs: Sequence[TrackedJob]) -> None:
         """One qdel for all the jobs (a task id `123.4`: that task only); each job's folder
-        notes that jobkit cancelled it (a task's own note: a sweep's tasks share a folder)."""
+        notes that jobkit cancelled it (a task's own note: a sweep's tasks share a folder).
+        A note that cannot be written (a full disk) does not keep the job running."""
         for job in jobs:
-            job.job_dir.mkdir(parents=True, exist_ok=True)
-            _cancelled_file(job).write_text("cancelled by jobkit\n")
+            with contextlib.suppress(OSError):
+                job.job_dir.mkdir(parents=True, exist_ok=True)
+                _cancelled_file(job).write_text("cancelled by jobkit\n")
         ids = [
             j.scheduler_id if job_task(j.scheduler_id) else job_number(j.scheduler_id) for j in jobs
         ]
