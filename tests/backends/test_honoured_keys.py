@@ -78,6 +78,7 @@ CASES: dict[str, Case] = {
     "launch.max_restarts": (2, {}),
     "launch.preflight": (True, {}),
     "launch.rdzv_timeout": (77, {}),
+    "launch.extra_args": (["--rdzv-conf=read_timeout=300"], {}),
     "run.train.config": (None, {}),  # the run section is the baseline's own (run.command)
     "run.train.overrides": (None, {}),
     "run.command": (["other-program"], {}),

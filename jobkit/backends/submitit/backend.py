@@ -237,13 +237,20 @@ class SubmititBackend(Backend):
     @classmethod
     def unhonoured_here(cls, spec: JobSpec) -> Mapping[str, str]:
         """submitit runs a run.command under the Python that submits it: env.python (which
-        puts its bin/ first on PATH elsewhere) has no say there."""
+        puts its bin/ first on PATH elsewhere) has no say there; it writes its own srun line,
+        so launch.extra_args has no launcher line to join."""
+        refused: dict[str, str] = {}
         if spec.env.python != "auto" and spec.run.command is not None:
-            return {
-                "env.python": "submitit runs run.command with the Python that submits it"
+            refused["env.python"] = (
+                "submitit runs run.command with the Python that submits it"
                 " (use backend slurm, or remove the key)"
-            }
-        return {}
+            )
+        if spec.launch.extra_args:
+            refused["launch.extra_args"] = (
+                "submitit writes its own srun line and starts no torchrun"
+                " (use backend slurm, or remove the key)"
+            )
+        return refused
 
     @classmethod
     def validate(cls, spec: JobSpec) -> None:
