@@ -42,9 +42,13 @@ _STOP_SIGNALS = {129: "SIGHUP", 130: "SIGINT", 143: "SIGTERM"}
 
 # Run in a new session (start_new_session): starts the launcher, prints its pid and exits
 # at once, so the launcher is nobody's child here and outlives `jobkit submit`. A Python
-# helper rather than `bash -c 'cmd &'`: bash makes background commands ignore SIGINT.
+# helper rather than `bash -c 'cmd &'`: bash makes background commands ignore SIGINT. An
+# ignored SIGINT/SIGQUIT inherited from whoever ran jobkit (a script's `jobkit submit ... &`)
+# is reset too, so that the launcher and the program can be stopped.
 _DETACH = """
-import os, subprocess, sys
+import os, signal, subprocess, sys
+for number in (signal.SIGINT, signal.SIGQUIT):
+    signal.signal(number, signal.SIG_DFL)
 out, err, *argv = sys.argv[1:]
 flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT  # 0600: the job's output is its owner's
 try:
