@@ -9,6 +9,7 @@ documents as shell code, rendered as written (docs/spec.md).
 from __future__ import annotations
 
 import copy
+import shlex
 from dataclasses import dataclass
 from typing import Any, Literal, get_origin
 
@@ -22,6 +23,10 @@ BACKENDS = ("slurm", "pbs-pro", "pbs-torque", "sge", "ssh", "local", "submitit")
 """Backends the static injection test renders for (PBS in both flavours)."""
 
 SlotKind = Literal["scalar", "item", "value", "key"]
+
+
+SHELL_WORDS_FIELDS = {("launch", "extra_args")}
+"""Fields whose entries are split like a shell (spec/values.py ShellWordsList)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,8 @@ class Slot:
         last = self.path[-1]
         if self.path == ("env", "python") and self.kind == "scalar":
             value = "/" + value  # env.python takes auto, system or an absolute path
+        if self.path in SHELL_WORDS_FIELDS:
+            value = shlex.quote(value)  # each entry is split like a shell: one word, quoted
         if self.kind == "scalar":
             parent[last] = value
         elif self.kind == "item":
