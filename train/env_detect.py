@@ -82,7 +82,12 @@ def _from_torchelastic(env: EnvVars, resolve: Resolver, read_text: Reader) -> La
 def _from_plain_env(env: EnvVars, resolve: Resolver, read_text: Reader) -> LaunchEnv | None:
     if not env.has("RANK", "WORLD_SIZE"):
         return None
-    if slurm_step_active(env) and env.text("RANK") == env.text("SLURM_PROCID"):
+    if (
+        slurm_step_active(env)
+        and env.text("JOBKIT_SPAWNED") != "1"  # spawn's children set their own numbers
+        and env.text("RANK") == env.text("SLURM_PROCID")
+        and env.text("WORLD_SIZE") == env.text("SLURM_NTASKS")
+    ):
         return None  # srun's numbers, exported by jobkit's srun line: _from_slurm checks them
     world = env.integer("WORLD_SIZE")
     rank = env.integer("RANK")

@@ -539,3 +539,31 @@ def test_srun_numbers_jobkit_exports_are_read_as_slurm() -> None:
     }
     found = detect_launch_env(environ, resolve=resolve)
     assert (found.launcher, found.rank, found.world_size, found.node_rank) == ("slurm", 1, 2, 1)
+
+
+def test_a_spawned_rank_0_inside_an_srun_step_keeps_spawns_numbers() -> None:
+    """launch.launcher spawn on Slurm: one srun task (SLURM_PROCID 0 of 1) spawns 2 children.
+    Child 0's RANK 0 equals SLURM_PROCID, but its WORLD_SIZE is spawn's 2: it must not be
+    read as the srun task's (world 1), or it trains alone while child 1 waits forever (seen
+    in CI: test_spawn_on_one_slurm_node hung)."""
+    environ = {
+        "SLURM_JOB_ID": "2034",
+        "SLURM_STEP_ID": "0",
+        "SLURM_PROCID": "0",
+        "SLURM_LOCALID": "0",
+        "SLURM_NODEID": "0",
+        "SLURM_NTASKS": "1",
+        "SLURM_STEP_NUM_TASKS": "1",
+        "SLURM_STEP_NUM_NODES": "1",
+        "SLURM_STEP_NODELIST": "n1",
+        "SLURM_STEP_TASKS_PER_NODE": "1",
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "WORLD_SIZE": "2",
+        "LOCAL_WORLD_SIZE": "2",
+        "MASTER_ADDR": "n1",
+        "MASTER_PORT": "17034",
+        "JOBKIT_SPAWNED": "1",
+    }
+    found = detect_launch_env(environ, resolve=resolve)
+    assert (found.rank, found.world_size, found.local_world_size) == (0, 2, 2)
