@@ -84,13 +84,26 @@ def crashing_submit(folder: Path, command: str, real_path: str, log: Path, delay
         f'if [ "$rc" = 0 ]; then echo "id $out" >>"{log}"; else echo "rc $rc" >>"{log}"; fi\n'
         f'{kill}echo "$out"\n{now}exit "$rc"\n'
     )
-    return executable(folder / command, "#!/bin/bash\n" + body)
+    wrapper = executable(folder / command, "#!/bin/bash\n" + body)
+    if command == "qsub":
+        # jobkit runs Grid Engine's commands from their own folder, never from PATH
+        # (backends/commands.py): this folder becomes that folder (JOBKIT_SGE_BIN, see
+        # command_env), the wrapper beside links to the real others.
+        for other in Path(real_path).parent.iterdir():
+            if other.name != command and not (folder / other.name).exists():
+                (folder / other.name).symlink_to(other)
+    return wrapper
+
+
+def command_env(home: Path, folder: Path) -> dict[str, str]:
+    """The environment of a `jobkit submit` whose submit command is the wrapper in FOLDER."""
+    return {"JOBKIT_HOME": str(home), "PATH": path_with(folder), "JOBKIT_SGE_BIN": str(folder)}
 
 
 def kill_submit(trial: Trial, spec: Path, command: str, real_path: str, rng: random.Random) -> str:
     """Start `jobkit submit SPEC` and SIGKILL it at a random point; returns how."""
     folder = trial.home.parent / "bin"
-    env = {"JOBKIT_HOME": str(trial.home), "PATH": path_with(folder)}
+    env = command_env(trial.home, folder)
     if rng.random() < 0.5:
         delay = rng.choice([0.0, rng.uniform(0.0, 0.3)])
         crashing_submit(folder, command, real_path, trial.log, delay)
@@ -269,7 +282,7 @@ def test_a_sweep_that_ended_before_anyone_looked_is_found_in_sacct(
     monkeypatch.setenv("JOBKIT_HOME", str(trial.home))
     crashing_submit(tmp_path / "bin", "sbatch", real("sbatch"), trial.log, 0.0)
     spec = slurm_spec(tmp_path, "swgone", held=False)
-    env = {"JOBKIT_HOME": str(trial.home), "PATH": path_with(tmp_path / "bin")}
+    env = command_env(trial.home, tmp_path / "bin")
     done = run_jobkit("submit", str(spec), cwd=tmp_path, env=env)
     assert done.returncode == -signal.SIGKILL, done.stderr
     (array,) = trial.answers()
@@ -375,7 +388,7 @@ def test_sge_tasks_that_ended_unseen_are_of_unknown_fate_never_failed(
             "sweep": {"grid": {"optim.lr": ["1", "2"]}},
         },
     )
-    env = {"JOBKIT_HOME": str(trial.home), "PATH": path_with(tmp_path / "bin")}
+    env = command_env(trial.home, tmp_path / "bin")
     done = run_jobkit("submit", str(spec), cwd=tmp_path, env=env)
     assert done.returncode == -signal.SIGKILL, done.stderr
     (answer,) = trial.answers()
