@@ -206,7 +206,7 @@ jobkit_node_script() {
 jobkit_program_rc() {
   local rc=$1 since=$2 found
   shift 2
-  if [[ "$rc" != 1 ]]; then
+  if [[ "$rc" == 0 ]]; then
     echo "$rc"
     return 0
   fi

@@ -188,7 +188,7 @@ echo "jobkit: job step ended with exit code $jobkit_step_rc"
 jobkit_program_rc() {
   local rc=$1 since=$2 found
   shift 2
-  if [[ "$rc" != 1 ]]; then
+  if [[ "$rc" == 0 ]]; then
     echo "$rc"
     return 0
   fi
