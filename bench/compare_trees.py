@@ -11,6 +11,12 @@ Each checkout runs as itself (PYTHONPATH and working directory set to it, this v
   trainer  the bundled trainer, 2 processes under torchrun, its own steps/s figure
 Rounds alternate base, head, base, head...; ratios are head / base per round, then the median
 (below 1 is faster for render and status; above 1 is faster for the trainer).
+
+`--recorded` needs no Slurm pool (10,000 jobs on a shared test cluster is too many): each
+checkout's store API writes N Slurm rows with made-up ids and records their final states as
+sacct would give them (80 % COMPLETED, 10 % FAILED without logs, 10 % CANCELLED), and only the
+steady status is timed (wall and CPU), nothing left to poll. `--only status` skips render and
+the trainer.
 """
 
 from __future__ import annotations
@@ -43,12 +49,41 @@ pool = load_pool()[: int(sys.argv[2])]
 build_registry(Path(sys.argv[1]), pool, Path.cwd())
 """
 
+BUILD_RECORDED = """
+import sqlite3
+import sys
+from pathlib import Path
+from bench.slurm_pool import PoolJob
+from bench.cases.status_scale import build_registry
+from jobkit.backends.base import Observation
+from jobkit.core.states import State
+from jobkit.registry.store import Store
+home, n = Path(sys.argv[1]), int(sys.argv[2])
+jobs = [PoolJob(str(9_000_000 + i), "COMPLETED") for i in range(n)]
+build_registry(home, jobs, Path.cwd())
+final = [
+    (State.SUCCEEDED, "COMPLETED", 0),
+    (State.FAILED, "FAILED", 1),
+    (State.CANCELLED, "CANCELLED", 0),
+]
+with Store(home) as store:
+    ids = [r.jobkit_id for r in store.list_jobs()]
+    obs = {}
+    for i, jobkit_id in enumerate(sorted(ids)):
+        state, raw, rc = final[0] if i % 10 < 8 else final[1 + i % 2]
+        obs[jobkit_id] = Observation(state, raw, "sacct", exit_code=rc, elapsed_s=5.0)
+    store.record_observations(obs)
+with sqlite3.connect(home / "jobkit.db") as conn:
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+"""
+
 
 def tree_env(tree: Path, scratch: Path, **extra: str) -> dict[str, str]:
     """This process's environment with `tree` first on the import path."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PBS_"))}
     env.update(
         PYTHONPATH=str(tree),
+        PYTHONDONTWRITEBYTECODE="",  # bytecode as a user has it (.pyc written once)
         JOBKIT_TEMPLATE_CACHE=str(scratch / "template-cache"),
         JOBKIT_BENCH_POOL=str(cache_path()),
         **extra,
@@ -97,16 +132,27 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=300, help="trainer steps per run")
     parser.add_argument("--partition", default="debug")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
+    parser.add_argument(
+        "--recorded", action="store_true", help="no Slurm pool: final states recorded (above)"
+    )
+    parser.add_argument("--only", choices=("status",), help="time only the status")
     args = parser.parse_args()
     trees = {"base": args.base.resolve(), "head": HEAD}
     scratch = Path(tempfile.mkdtemp(prefix="jobkit-compare-"))
-    ensure_pool(args.jobs, 100, args.partition, lambda line: print(line, file=sys.stderr))
+    if not args.recorded:
+        ensure_pool(args.jobs, 100, args.partition, lambda line: print(line, file=sys.stderr))
     templates: dict[str, Path] = {}
     for name, tree in trees.items():
         templates[name] = scratch / name / "registry"
         templates[name].mkdir(parents=True)
         subprocess.run(
-            [str(PYTHON), "-c", BUILD, str(templates[name]), str(args.jobs)],
+            [
+                str(PYTHON),
+                "-c",
+                BUILD_RECORDED if args.recorded else BUILD,
+                str(templates[name]),
+                str(args.jobs),
+            ],
             cwd=tree,
             env=tree_env(tree, scratch / name),
             check=True,
@@ -117,21 +163,22 @@ def main() -> int:
         for name, tree in trees.items():
             env = tree_env(tree, scratch / name)
             home = scratch / name / "home"
-            timed = {
-                "render_s": run_timed(
+            timed: dict[str, float] = {}
+            if args.only is None:
+                timed["render_s"] = run_timed(
                     [str(PYTHON), "-m", "jobkit", "render", SPEC], env=env, cwd=tree, timeout=120
                 ).wall_s
-            }
             fresh(templates[name], home)
             status = [str(PYTHON), "-m", "jobkit", "status"]
             env_home = {**env, "JOBKIT_HOME": str(home)}
-            timed["status_first_s"] = run_timed(
-                status, env=env_home, cwd=tree, timeout=600, check=False
-            ).wall_s
-            timed["status_steady_s"] = run_timed(
-                status, env=env_home, cwd=tree, timeout=600, check=False
-            ).wall_s
-            timed["trainer_steps_per_s"] = trainer_rate(tree, scratch / name, args.steps)
+            first = run_timed(status, env=env_home, cwd=tree, timeout=600, check=False)
+            if not args.recorded:  # recorded: nothing to poll, the first run is a warm-up
+                timed["status_first_s"] = first.wall_s
+            steady = run_timed(status, env=env_home, cwd=tree, timeout=600, check=False)
+            timed["status_steady_s"] = steady.wall_s
+            timed["status_steady_cpu_s"] = steady.cpu_s
+            if args.only is None:
+                timed["trainer_steps_per_s"] = trainer_rate(tree, scratch / name, args.steps)
             if round_no:
                 for key, value in timed.items():
                     figures[name].setdefault(key, []).append(value)

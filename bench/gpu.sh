@@ -3,8 +3,9 @@
 # NCCL, bf16/fp16, GradScaler, the shared-GPU check), then bench's GPU case (trainer vs the
 # plain loop in bf16 and fp16, model FLOP utilisation, 1 GPU against all of them), then its
 # tables into docs/benchmarks.md between the gpu-table markers (bench/gpu_table.py).
-# Under 8 minutes by its timeouts: the tests get 110 s, the bench 330 s (5 kept rounds and a
-# warm-up of 4 runs, 5 with several GPUs; 100 steps each, ~10 s a run on an H100: estimated).
+# Under 8 minutes by its timeouts: the tests get 100 s (72 s on an H200), the bench 370 s (5
+# rounds of 4 runs, 5 with several GPUs, no warm-up; 100 steps each, ~17 s a run on an H200,
+# 13 s of it start-up: measured 2026-11-26, when a 330 s limit with a warm-up round was too short).
 #
 # Usage: bash bench/gpu.sh            PYTHON=/path/to/python (default .venv/bin/python) must
 #                                     have jobkit (editable) and a CUDA build of torch.
@@ -25,11 +26,11 @@ if [ "$gpus" = 0 ]; then
 fi
 echo "bench/gpu.sh: $gpus GPU(s): $("$python" -c 'import torch; print(torch.cuda.get_device_name(0))')"
 
-echo "=== GPU tests (at most 110 s)"
-timeout 110 "$python" -m pytest -q -p no:cacheprovider -m gpu tests/train/test_gpu.py
+echo "=== GPU tests (at most 100 s)"
+timeout 100 "$python" -m pytest -q -p no:cacheprovider -m gpu tests/train/test_gpu.py
 
-echo "=== bench, GPU case (at most 330 s)"
-timeout 330 "$python" -m bench --cases gpu --python "$python" \
+echo "=== bench, GPU case (at most 370 s)"
+timeout 370 "$python" -m bench --cases gpu --python "$python" \
   --out "$out/gpu-$stamp.json" --markdown "$out/gpu-$stamp.md"
 
 echo "=== docs/benchmarks.md"

@@ -2,12 +2,13 @@
 
     .venv/bin/python -m bench                          # every case, full size
     .venv/bin/python -m bench --quick                  # reduced sizes (a minute or two)
+    .venv/bin/python -m bench --smoke                  # every path once, figures meaningless
     .venv/bin/python -m bench --cases cli,trainer      # some cases
     .venv/bin/python -m bench --out bench/results/x.json --markdown bench/results/x.md
 
 Cases (names or short names): cli_startup (cli), status_scale (status), submit_train
-(submit), trainer, log_follow (logs), gpu. Exit status: 0, or 1 when a case failed to run
-(a missed target is reported, not an error).
+(submit), sweep_submit (sweep), trainer, log_follow (logs), gpu. Exit status: 0, or 1 when
+a case failed to run (a missed target is reported, not an error).
 """
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--quick", action="store_true", help="Reduced sizes and rounds.")
     parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="--quick with the fewest rounds and steps that go through every path of a case"
+        " (the test suite's smoke tests): its figures mean nothing.",
+    )
+    parser.add_argument(
         "--cases",
         default="all",
         help=f"Comma-separated cases (default all): {', '.join(m.NAME for m in CASES)}.",
@@ -67,6 +74,12 @@ def _parser() -> argparse.ArgumentParser:
         "--no-torchx-install",
         action="store_true",
         help="Do not install torchx into bench/.venv-torchx when it is missing.",
+    )
+    parser.add_argument(
+        "--base",
+        type=Path,
+        help="A jobkit checkout to compare against (cli_startup): each jobkit command also"
+        " runs from it, in the same rounds.",
     )
     parser.add_argument("--keep", action="store_true", help="Keep the scratch folder.")
     parser.add_argument("--python", type=Path, help="The project's venv python.")
@@ -94,6 +107,7 @@ def _run_case(module: ModuleType, ctx: Context) -> CaseResult:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the bench; returns the exit status."""
     args = _parser().parse_args(argv)
+    args.quick = args.quick or args.smoke
     if args.rounds < 5 and not args.quick:
         _say("python -m bench: --rounds must be at least 5 (medians of at least 5 runs)")
         return 2
@@ -120,7 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "sizes": args.sizes,
             "pool_ran": args.pool_ran,
             "torchx_install": not args.no_torchx_install,
+            "base": args.base.resolve() if args.base else None,
         },
+        smoke=args.smoke,
     )
     info = machine()
     _say(f"bench: {info['cpu_model']}, {info['cores']} cores, load {info['load_start']}")

@@ -1,16 +1,18 @@
-"""The two sides .ci/run runs at once (tests/plugins/groups.py) and its slowest-tests listing
-(.ci/slowest.py): which tests count as the cluster's, shards by file, the merged listing."""
+"""The processes .ci/run runs at once (tests/plugins/groups.py) and its slowest-tests listing
+(.ci/slowest.py): which tests count as the cluster's, which need it alone, shards by file
+balanced by recorded seconds, the merged listing and the durations table (.ci/durations.py)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.plugins.groups import shard_of
+from tests.plugins.groups import balance, recorded_seconds, shard_items, shard_of
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -39,6 +41,23 @@ def test_a_cluster_marker_or_fixture_makes_a_test_the_clusters() -> None:
     assert others and not set(cluster) & set(others)
 
 
+def test_the_slurm_lanes_and_the_hosts_lane_split_the_cluster_tests() -> None:
+    """.ci/run's lanes: a test that asks for a Slurm fixture is the Slurm lanes' even when
+    unmarked; test_installed needs Slurm and ssh (Slurm lanes); ssh or SGE only: the other."""
+    files = [
+        "tests/render/test_cpus.py",
+        "tests/e2e/test_installed.py",
+        "tests/backends/test_ssh.py",
+    ]
+    rest = "cluster and not cluster_alone"
+    slurm = collected("-m", f"{rest} and (slurm or pbs)", *files)
+    hosts = collected("-m", f"{rest} and not slurm and not pbs", *files)
+    assert "tests/render/test_cpus.py::test_slurm_gets_the_request" in slurm
+    assert "tests/e2e/test_installed.py::test_the_examples_run_from_a_copied_folder" in slurm
+    assert hosts and all(test.startswith("tests/backends/test_ssh.py::") for test in hosts)
+    assert sorted(slurm + hosts) == sorted(collected("-m", rest, *files))
+
+
 def test_shards_split_by_whole_files_and_cover_everything() -> None:
     files = [
         "tests/spec/test_layering.py",
@@ -51,6 +70,93 @@ def test_shards_split_by_whole_files_and_cover_everything() -> None:
     for shard in shards:
         assert shard
     assert not {t.split("::")[0] for t in shards[0]} & {t.split("::")[0] for t in shards[1]}
+
+
+def test_balance_puts_the_heaviest_first_on_the_lightest_shard() -> None:
+    weights = {"a": 10.0, "b": 6.0, "c": 5.0, "d": 4.0, "e": 1.0}
+    placed = balance(weights, 2)
+    loads = [sum(w for u, w in weights.items() if placed[u] == s) for s in range(2)]
+    assert placed == {"a": 0, "b": 1, "c": 1, "d": 0, "e": 1}
+    assert loads == [14.0, 12.0]
+    assert balance({"x": 1.0, "y": 1.0}, 3) == {"x": 0, "y": 1}  # ties: by name, lowest shard
+
+
+@dataclass
+class Stand:
+    """What shard_items reads of a collected test: its file, id and markers."""
+
+    path: Path
+    nodeid: str
+    markers: tuple[str, ...] = ()
+
+    def get_closest_marker(self, name: str) -> str | None:
+        return name if name in self.markers else None
+
+
+def test_every_file_with_a_preemption_test_lands_in_one_shard() -> None:
+    """Jobs of norequeue are preempted by any urgent job: such tests never run at once, even
+    when the preemption files weigh more than a shard's share."""
+    items = [
+        Stand(Path("a.py"), "a.py::t1", ("preemption",)),
+        Stand(Path("a.py"), "a.py::t2"),  # goes along with its file
+        Stand(Path("b.py"), "b.py::t", ("preemption",)),
+        Stand(Path("c.py"), "c.py::t"),
+        Stand(Path("d.py"), "d.py::t"),
+    ]
+    seconds = {"a.py::t1": 50.0, "a.py::t2": 5.0, "b.py::t": 50.0, "c.py::t": 20.0}
+    shards = [shard_items(items, i, 2, seconds) for i in range(2)]
+    kept = [[item.nodeid for item in keep] for keep, _ in shards]
+    assert kept == [["a.py::t1", "a.py::t2", "b.py::t"], ["c.py::t", "d.py::t"]]
+    for keep, left in shards:
+        assert sorted(i.nodeid for i in keep + left) == sorted(i.nodeid for i in items)
+    marked = collected(
+        "-m",
+        "preemption",
+        "tests/e2e/test_preemption.py",
+        "tests/e2e/test_attempts.py",
+        "tests/manager/test_attempts.py",
+    )
+    assert {t.split("::")[0] for t in marked} == {
+        "tests/e2e/test_preemption.py",
+        "tests/e2e/test_attempts.py",
+        "tests/manager/test_attempts.py",
+    }
+
+
+def test_the_tests_that_stop_daemons_need_the_cluster_alone() -> None:
+    faults = "tests/reliability/test_scheduler_faults.py"
+    alone = collected("-m", "cluster_alone", "tests/cluster/test_ctl.py", faults)
+    ctl = [t for t in alone if t.startswith("tests/cluster/test_ctl.py::")]
+    assert len(ctl) == 6  # every test of test_ctl.py
+    assert {t.split("::")[1] for t in alone if t.startswith(faults)} == {
+        "test_submit_while_slurmctld_is_down",
+        "test_status_while_slurmctld_is_down",
+        "test_finished_job_keeps_its_last_state_until_sacct_answers",
+        "test_real_accounting_switch",
+    }
+
+
+def test_durations_table_is_read_and_written(tmp_path: Path) -> None:
+    table = recorded_seconds()
+    assert table, "tests/plugins/durations.json lists the slow tests"
+    assert all(test.startswith("tests/") and "::" in test for test in table)
+    report = tmp_path / "r.xml"
+    report.write_text(
+        '<testsuites><testsuite><testcase classname="tests.e2e.test_slurm"'
+        ' name="test_two_slurm_nodes_train_the_bundled_model[srun]" time="21.84"/>'
+        '<testcase classname="tests.spec.test_layering" name="test_quick" time="0.1"/>'
+        "</testsuite></testsuites>"
+    )
+    out = tmp_path / "durations.json"
+    subprocess.run(
+        [sys.executable, str(REPO / ".ci" / "durations.py"), str(out), str(report)],
+        timeout=60,
+        check=True,
+    )
+    assert recorded_seconds(out) == {
+        "tests/e2e/test_slurm.py::test_two_slurm_nodes_train_the_bundled_model[srun]": 21.8
+    }
+    assert recorded_seconds(tmp_path / "missing.json") == {}
 
 
 @pytest.mark.parametrize("value", ["2/2", "-1/2", "1", "a/b", "0/0"])
@@ -82,3 +188,19 @@ def test_slowest_merges_the_reports(tmp_path: Path) -> None:
         "    540.5  tests.e2e.test_x::test_slow",
         "     12.0  tests.spec.test_y::test_mid",
     ]
+
+
+def test_an_unlisted_cluster_test_weighs_as_the_median_listed_one() -> None:
+    """A new e2e test is minutes long: counted as 0.2 s, every new one landed in one lane."""
+    items = [
+        Stand(Path("a.py"), "a.py::t", ("cluster",)),
+        Stand(Path("b.py"), "b.py::t", ("cluster",)),
+        Stand(Path("c.py"), "c.py::t", ("cluster",)),
+        Stand(Path("new1.py"), "new1.py::t", ("cluster",)),
+        Stand(Path("new2.py"), "new2.py::t", ("cluster",)),
+        Stand(Path("unit.py"), "unit.py::t"),
+    ]
+    seconds = {"a.py::t": 100.0, "b.py::t": 60.0, "c.py::t": 40.0}
+    kept = [[i.nodeid for i in shard_items(items, s, 2, seconds)[0]] for s in range(2)]
+    # weights a 100, b 60, new1 60, new2 60 (the median), c 40, unit 0.2: 160.2 and 160
+    assert kept == [["a.py::t", "new2.py::t", "unit.py::t"], ["b.py::t", "c.py::t", "new1.py::t"]]

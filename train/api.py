@@ -20,7 +20,7 @@ from train.cli import EXIT_USAGE, _import_torch_quietly, prepare, train_rank
 if TYPE_CHECKING:
     from torch import nn
 
-    from train.userstep import LossFn, StepFn
+    from train.parts.userstep import LossFn, StepFn
 
 
 def fit(
@@ -44,7 +44,7 @@ def fit(
     on the device, inside autocast) replace what the config names; give loss or step, not both.
     """
     _import_torch_quietly()
-    from train.userstep import UserParts
+    from train.parts.userstep import UserParts
 
     parts = UserParts(model=model, data=data, val_data=val_data, loss=loss, step=step)
     problem = parts.problem()

@@ -9,13 +9,13 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from train.config import ConfigError, DistributedConfig, load_config
-from train.env import LaunchEnvError, detect_launch_env
+from train.config.load import ConfigError, DistributedConfig, load_config
+from train.env.launch import LaunchEnvError, detect_launch_env
 
 if TYPE_CHECKING:
-    from train.config import LoadedConfig
-    from train.env import LaunchEnv
-    from train.userstep import UserParts
+    from train.config.load import LoadedConfig
+    from train.env.launch import LaunchEnv
+    from train.parts.userstep import UserParts
 
 EXIT_USAGE = 2
 
@@ -101,14 +101,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     loaded, env = prepared
     _import_torch_quietly()
     if args.spawn is not None:
-        from train.spawn import run_spawned
+        from train.ranks.spawn import run_spawned
 
         signals = loaded.config.train.preempt_signals if loaded else []
-        return run_spawned(_child_argv(args), args.spawn, env, signals)
+        return run_spawned(main, _child_argv(args), args.spawn, env, signals)
     if args.check:
-        from train.check import run_check
-        from train.dist import DistSetupError, shutdown
-        from train.state import TrainSetupError
+        from train.loop.state import TrainSetupError
+        from train.ranks.check import run_check
+        from train.ranks.dist import DistSetupError, shutdown
 
         distributed = loaded.config.distributed if loaded else DistributedConfig.model_validate({})
         device = loaded.config.train.device if loaded else "auto"
@@ -142,10 +142,10 @@ def prepare(
 def train_rank(loaded: LoadedConfig, env: LaunchEnv, parts: UserParts | None = None) -> int:
     """Run the bundled loop for this rank with preemption signals handled; the exit code
     (0, 75, or 2 after one line on stderr). Leaves the process group destroyed."""
-    from train.dist import DistSetupError, shutdown
-    from train.loop import run_training
-    from train.preempt import StopRequest
-    from train.state import TrainSetupError
+    from train.loop.loop import run_training
+    from train.loop.state import TrainSetupError
+    from train.ranks.dist import DistSetupError, shutdown
+    from train.resume.preempt import StopRequest
 
     stop = StopRequest()
     stop.install(loaded.config.train.preempt_signals)

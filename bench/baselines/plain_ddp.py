@@ -26,8 +26,8 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.optim.lr_scheduler import LambdaLR
 from torch.utils.data import DataLoader, DistributedSampler
 
-from train.data import CharWindows
-from train.models import CharTransformer
+from train.parts.data import CharWindows
+from train.parts.models import CharTransformer
 
 
 def parse_args() -> argparse.Namespace:

@@ -4,16 +4,36 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from bench.cases import cli_startup, gpu, log_follow, status_scale, submit_train, trainer
+from bench.cases import (
+    cli_startup,
+    frozen_code,
+    gpu,
+    log_follow,
+    status_scale,
+    submit_train,
+    sweep_submit,
+    trainer,
+)
 
-CASES: list[ModuleType] = [cli_startup, status_scale, submit_train, trainer, log_follow, gpu]
+CASES: list[ModuleType] = [
+    cli_startup,
+    status_scale,
+    submit_train,
+    sweep_submit,
+    trainer,
+    log_follow,
+    gpu,
+    frozen_code,
+]
 SHORT = {
     "cli": "cli_startup",
     "status": "status_scale",
     "submit": "submit_train",
+    "sweep": "sweep_submit",
     "trainer": "trainer",
     "logs": "log_follow",
     "gpu": "gpu",
+    "frozen": "frozen_code",
 }
 
 

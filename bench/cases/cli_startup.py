@@ -8,16 +8,28 @@ its own venv (bench/setup-torchx.sh) when it is there. In the same rounds, every
 for the rest (the verb's module loaded and its options parsed: what every use of it pays
 first). Also: `python -X importtime` shows which modules each jobkit verb loads; torch must
 never be one of them. Targets (issue 25): render <= 2x the floor and <= 0.6x torchx.
+
+`jobkit render` of a spec it rendered before reads the validated spec back
+(spec/remembered.py) instead of importing pydantic: that is the RENDER contender (the
+warm-up rounds render it first). RENDER_NEW renders, each round, a copy of the same spec
+under a name never rendered before: the first render of a spec, which validates it with
+pydantic (the compiled templates and the trainer config's check are remembered either way).
+
+`--base DIR` (a checkout of jobkit, e.g. `git worktree add /tmp/base COMMIT`): every jobkit
+contender also runs from DIR, as "... (base)", right after its own run in each round, through
+a console script like the venv's own with DIR first on sys.path (and DIR as the working
+folder: its examples); the ratios "after / base" are paired medians, wall and CPU time.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections import defaultdict
 from pathlib import Path
 
 from bench.case import CaseResult, Context, target
-from bench.measure import Runner, interleave, paired_median, ratio, stats
+from bench.measure import Interleaved, Runner, interleave, paired_median, ratio, stats
 from bench.procs import run_timed
 
 NAME = "cli_startup"
@@ -25,10 +37,21 @@ TITLE = "CLI start-up (cold process)"
 SPEC = "examples/slurm-2node.yaml"
 FLOOR = "floor: python -c 'import jinja2, yaml'"
 RENDER = "jobkit render"
+RENDER_NEW = "jobkit render, spec not seen before"
 TORCHX = "torchx --dryrun dist.ddp"
 MAX_FLOOR_RATIO = 2.0
 MAX_TORCHX_RATIO = 0.6
 TORCHX_VENV = Path(__file__).resolve().parents[1] / ".venv-torchx"
+BASE_SUFFIX = " (base)"
+BASE_SCRIPT = """#!{python}
+import sys
+sys.path.insert(0, {base!r})
+from jobkit.cli import main
+if __name__ == "__main__":
+    sys.argv[0] = "jobkit"
+    sys.exit(main())
+"""
+"""The base checkout's `jobkit`: the venv's console script with the checkout first."""
 
 
 def torchx_argv() -> list[str] | None:
@@ -144,7 +167,9 @@ def run(ctx: Context) -> CaseResult:
     """Measure the case; see the module docstring."""
     result = CaseResult(NAME, TITLE)
     home = ctx.scratch("cli-home")
-    env = ctx.env(JOBKIT_HOME=str(home))
+    # Bytecode as a user has it (.pyc written once): with PYTHONDONTWRITEBYTECODE set (as on
+    # the test machine) an editable jobkit would compile every module in every run.
+    env = ctx.env(JOBKIT_HOME=str(home), PYTHONDONTWRITEBYTECODE="")
     contenders: dict[str, list[str]] = {
         FLOOR: [str(ctx.python), "-c", "import jinja2, yaml"],
         RENDER: [str(ctx.jobkit), "render", SPEC],
@@ -161,25 +186,45 @@ def run(ctx: Context) -> CaseResult:
         result.facts["torchx"] = f"not available: {why}"
         result.notes.append(f"torchx: not available: {why}")
 
+    fresh_specs = ctx.scratch("new-specs")
+    contenders[RENDER_NEW] = [str(ctx.jobkit), "render", str(fresh_specs / "job.yaml")]
     verbs = verb_contenders(ctx)
     contenders.update(verbs)
+    spec_text = (ctx.repo / SPEC).read_text(encoding="utf-8")
+    serial = iter(range(1_000_000))
+    base: Path | None = ctx.options.get("base")
+    base_jobkit = None if base is None else base_script(ctx, base)
+    fresh = {RENDER_NEW: fresh_specs / "job.yaml"}
+    if base is not None:
+        fresh[RENDER_NEW + BASE_SUFFIX] = ctx.scratch("new-specs-base") / "job.yaml"
+        result.facts["base"] = str(base)
 
-    def runner(argv: list[str]) -> Runner:
+    def runner(argv: list[str], name: str) -> Runner:
+        cwd = base if name.endswith(BASE_SUFFIX) else ctx.repo
+
         def once() -> dict[str, float]:
-            done = run_timed(argv, env=env, cwd=ctx.repo, capture=False)
+            if name in fresh:  # a name never rendered: validated afresh
+                unseen = f"name: new-{os.getpid()}-{next(serial)}"
+                text = re.sub(r"(?m)^name: .*$", unseen, spec_text, count=1)
+                fresh[name].write_text(text, encoding="utf-8")
+            done = run_timed(argv, env=env, cwd=cwd, capture=False)
             return {"wall_s": done.wall_s, "cpu_s": done.cpu_s}
 
         return once
 
-    rounds = 3 if ctx.quick else max(ctx.rounds, 20)
-    data = interleave(
-        {name: runner(argv) for name, argv in contenders.items()},
-        rounds,
-        warmup=1 if ctx.quick else 2,
-    )
-    for name in contenders:
+    runners: dict[str, Runner] = {}
+    for name, argv in contenders.items():
+        runners[name] = runner(argv, name)
+        if base_jobkit is not None and argv[0] == str(ctx.jobkit):
+            twin = [str(base_jobkit), *argv[1:]]
+            if name in fresh:
+                twin[-1] = str(fresh[name + BASE_SUFFIX])
+            runners[name + BASE_SUFFIX] = runner(twin, name + BASE_SUFFIX)
+    rounds = 1 if ctx.smoke else 3 if ctx.quick else max(ctx.rounds, 20)
+    data = interleave(runners, rounds, warmup=0 if ctx.smoke else 1 if ctx.quick else 2)
+    for name in runners:
         result.stats.append(data.stats(name, "wall_s", "s"))
-    for name in contenders:
+    for name in runners:
         result.stats.append(data.stats(name, "cpu_s", "s"))
 
     jk = data.get(RENDER, "wall_s")
@@ -188,6 +233,12 @@ def run(ctx: Context) -> CaseResult:
     floor_ratio = paired_median(jk, floor)
     result.ratios["jobkit / floor"] = ratio(jk_median, stats("", "s", floor).median)
     result.ratios["jobkit / floor (paired median)"] = floor_ratio
+    jk_cpu, floor_cpu = data.get(RENDER, "cpu_s"), data.get(FLOOR, "cpu_s")
+    result.ratios["jobkit / floor, CPU time (paired median)"] = paired_median(jk_cpu, floor_cpu)
+    new_wall = data.get(RENDER_NEW, "wall_s")
+    result.ratios["jobkit, spec not seen before / floor (paired median)"] = paired_median(
+        new_wall, floor
+    )
     result.targets.append(
         target(
             "jobkit render vs the floor (paired)",
@@ -202,6 +253,12 @@ def run(ctx: Context) -> CaseResult:
         tx_ratio = paired_median(jk, tx_values)
         result.ratios["jobkit / torchx"] = ratio(jk_median, stats("", "s", tx_values).median)
         result.ratios["jobkit / torchx (paired median)"] = tx_ratio
+        result.ratios["jobkit / torchx, CPU time (paired median)"] = paired_median(
+            jk_cpu, data.get(TORCHX, "cpu_s")
+        )
+        result.ratios["jobkit, spec not seen before / torchx (paired median)"] = paired_median(
+            new_wall, tx_values
+        )
         result.targets.append(
             target(
                 "jobkit render vs torchx dry run (paired)",
@@ -225,6 +282,8 @@ def run(ctx: Context) -> CaseResult:
         result.ratios[f"{name} / floor (paired median)"] = paired_median(
             data.get(name, "wall_s"), floor
         )
+    if base is not None:
+        base_ratios(result, data, [name for name in runners if name + BASE_SUFFIX in runners])
 
     imports = import_check(ctx, home)
     result.facts["imports"] = imports
@@ -235,6 +294,26 @@ def run(ctx: Context) -> CaseResult:
     )
     result.facts["cpu_count"] = os.cpu_count()
     return result
+
+
+def base_script(ctx: Context, base: Path) -> Path:
+    """A `jobkit` console script that runs the checkout `base` (BASE_SCRIPT)."""
+    if not (base / "jobkit" / "cli" / "__init__.py").is_file():
+        raise ValueError(f"--base {base}: not a jobkit checkout (no jobkit/cli/__init__.py)")
+    script = ctx.scratch("base-bin") / "jobkit"
+    script.write_text(BASE_SCRIPT.format(python=ctx.python, base=str(base)), encoding="utf-8")
+    script.chmod(0o755)
+    return script
+
+
+def base_ratios(result: CaseResult, data: Interleaved, names: list[str]) -> None:
+    """`NAME / base` for each contender run from both checkouts: paired medians of the
+    round-by-round ratios, wall and CPU time (below 1: this checkout is faster)."""
+    for name in names:
+        for measure, label in (("wall_s", ""), ("cpu_s", ", CPU time")):
+            result.ratios[f"{name} / base{label} (paired median)"] = paired_median(
+                data.get(name, measure), data.get(name + BASE_SUFFIX, measure)
+            )
 
 
 def verb_contenders(ctx: Context) -> dict[str, list[str]]:

@@ -13,6 +13,8 @@ Without CUDA the case reports "skipped: no CUDA". bench/gpu.sh runs it with the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from bench.case import CaseResult, Context, target
 from bench.cases.trainer import TARGET_RATIO, plain_args, torchrun, trainer_args
 from bench.measure import interleave, paired_median, ratio, stats
@@ -101,6 +103,11 @@ def flops_per_token(vocab: int, d: int, layers: int, context: int) -> float:
     return 6.0 * params + 12.0 * layers * d * context
 
 
+def _say_run(index: int, name: str, result: Mapping[str, float]) -> None:
+    """One line per finished run, so that a run cut short by its timeout shows how far it got."""
+    print(f"gpu: round {index + 1} {name}: {result['steps_per_s']:.2f} steps/s", flush=True)
+
+
 def run(ctx: Context) -> CaseResult:
     """Measure the case; see the module docstring."""
     result = CaseResult(NAME, TITLE)
@@ -130,7 +137,11 @@ def run(ctx: Context) -> CaseResult:
         contenders[all_gpus] = lambda: {"steps_per_s": torchrun(ctx, gpus, bf16)}
     else:
         result.notes.append("scaling: one GPU here, no N-GPU figure")
-    data = interleave(contenders, ctx.rounds, warmup=ctx.warmup)
+    # No warm-up round: steps/s is timed inside each process after its start-up, and on an
+    # H200 (2026-11-26) the first round was no different from the later ones. A run there
+    # takes ~17 s (13 s of it start-up), so a warm-up round would cost a minute of the
+    # 8-minute budget. Each run is printed as it ends, so a timeout still shows progress.
+    data = interleave(contenders, ctx.rounds, warmup=0, on_run=_say_run)
     for contender in contenders:
         result.stats.append(data.stats(contender, "steps_per_s", "steps/s"))
     per_token = flops_per_token(vocab_size(ctx), D_MODEL, LAYERS, CONTEXT)

@@ -197,8 +197,8 @@ def run(ctx: Context) -> CaseResult:
                 raise BenchError(f"{out_file} did not appear")
             time.sleep(0.1)
         time.sleep(1.0)
-        lines = 10 if ctx.quick else 30
-        idle_s = 2.0 if ctx.quick else 10.0
+        lines = 3 if ctx.smoke else 10 if ctx.quick else 30
+        idle_s = 0.5 if ctx.smoke else 2.0 if ctx.quick else 10.0
         rng = random.Random(7)
         counter = iter(range(1_000_000))
         delays: dict[str, list[float]] = {"tail -F": [], "jobkit logs -f": []}

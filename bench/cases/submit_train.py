@@ -178,7 +178,7 @@ def run(ctx: Context) -> CaseResult:
     if ctx.partition is None:
         result.status, result.reason = "skipped", "no Slurm answers (start tests/cluster/up.sh)"
         return result
-    steps = 20 if ctx.quick else 200
+    steps = 4 if ctx.smoke else 20 if ctx.quick else 200
     folder = ctx.scratch("submit")
     home = ctx.scratch("submit-home")
     specs = {

@@ -137,8 +137,8 @@ def torchrun(ctx: Context, nproc: int, args: list[str], timeout: float = 600.0) 
 def run(ctx: Context) -> CaseResult:
     """Measure the case; see the module docstring."""
     result = CaseResult(NAME, TITLE)
-    steps = 20 if ctx.quick else 150
-    ckpt_every = 10 if ctx.quick else CKPT_EVERY
+    steps = 4 if ctx.smoke else 20 if ctx.quick else 150
+    ckpt_every = 2 if ctx.smoke else 10 if ctx.quick else CKPT_EVERY
     repo = ctx.repo
 
     def make(nproc: int, args: list[str]):  # type: ignore[no-untyped-def]

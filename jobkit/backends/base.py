@@ -1,19 +1,21 @@
 """The contract every backend implements, and the records passed across it.
 
 Backends never touch the registry: the CLI records intent, calls `submit`, records the
-result; `poll` answers for many jobs in one batched scheduler query.
+result; `poll` answers for many jobs in one batched scheduler query. The records live in
+backends/submission.py (After, SubmitRequest, Submitted) and core/records.py (TrackedJob,
+Observation, Allocation); they are named here too, the one import a backend needs.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from jobkit.backends.submission import After, SubmitRequest, Submitted
 from jobkit.core.conventions import job_log_paths
-from jobkit.core.states import State
+from jobkit.core.records import Allocation, Observation, TrackedJob
 
 if TYPE_CHECKING:  # the schema pulls in pydantic (~0.1 s): not needed to poll or cancel
     from jobkit.backends.honours import How
@@ -23,85 +25,29 @@ if TYPE_CHECKING:  # the schema pulls in pydantic (~0.1 s): not needed to poll o
     from jobkit.core.usage import Usage
     from jobkit.spec.schema import JobSpec
 
+__all__ = [
+    "FROZEN_CODE",
+    "JOB_NOTIFY",
+    "After",
+    "Allocation",
+    "Backend",
+    "Observation",
+    "SubmitRequest",
+    "Submitted",
+    "TrackedJob",
+]
 
-@dataclass(frozen=True)
-class SubmitRequest:
-    """Everything a backend needs to launch one job."""
+FROZEN_CODE: Mapping[str, How] = {
+    "code.snapshot": "jobkit",
+    "code.include_untracked": "jobkit",
+    "code.max_size": "jobkit",
+}
+"""The `code:` keys, for a backend's `honours` when its job runs from the snapshot jobkit
+takes at submit (its working folder comes in JOBKIT_CODE_DIR: docs/provenance.md)."""
 
-    jobkit_id: str
-    spec: JobSpec
-    script: str
-    """The rendered script, byte for byte what `jobkit render` prints (empty for submitit)."""
-    script_path: Path
-    """Where the CLI wrote `script` (inside job_dir)."""
-    job_dir: Path
-    """jobkit's own folder for this job (under JOBKIT_HOME): script, pid and exit-code files."""
-    workdir: Path
-    """The submission directory; relative paths in the spec are relative to it."""
-    token: str
-    """A unique submission token (put in the job's comment so a lost reply can be adopted)."""
-    exclude_nodes: tuple[str, ...] = ()
-    """Nodes the job must not run on (bad nodes, manager/badnodes.py); honoured where the
-    backend's `excludes_nodes` is True."""
-    task: str | None = None
-    """The sweep task this job is ("0", "1", ...) on a backend whose `sweep_mode` is "each":
-    the launcher gets JOBKIT_TASK_ID=<task> (None: not a task of a sweep)."""
-    sweep_id: str | None = None
-    """The sweep the task belongs to: its tasks share one set of sweep.max_parallel slots
-    (backends/slots.py)."""
-
-
-@dataclass(frozen=True)
-class Submitted:
-    """What a successful submission returned."""
-
-    scheduler_id: str
-    argv: list[str]
-    log_paths: dict[str, str] = field(default_factory=dict)
-    """Absolute paths: 'out', 'err' (may equal 'out'), 'run_dir' (per-rank logs, checkpoints)."""
-    extra: dict[str, str] = field(default_factory=dict)
-    """Backend-specific facts to keep (pgid, host list, submitit folder...)."""
-
-
-@dataclass(frozen=True)
-class TrackedJob:
-    """A registry row as a backend sees it when polling or cancelling."""
-
-    jobkit_id: str
-    scheduler_id: str
-    job_dir: Path
-    workdir: Path
-    extra: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Observation:
-    """One job's state as the scheduler reported it."""
-
-    state: State
-    raw_state: str
-    source: str
-    """Which query answered: 'squeue', 'sacct', 'qstat', 'pidfile', 'exit-file', 'submitit'."""
-    exit_code: int | None = None
-    signal: int | None = None
-    reason: str | None = None
-    nodes: str | None = None
-    elapsed_s: float | None = None
-    requeues: int | None = None
-    max_rss: str | None = None
-    cpu_time: str | None = None
-
-
-@dataclass(frozen=True)
-class Allocation:
-    """The allocation this process runs in, as `jobkit run --here` uses it."""
-
-    job_id: str
-    """Its id as the job script names it (its JOBKIT_JOB_ID: the run folder's name)."""
-    environ: dict[str, str]
-    """The environment the job's script runs with there (a job step's own variables gone)."""
-    nodes: str = ""
-    """Its hosts as the scheduler lists them (`n[1-2]`), for `jobkit status`; "" if unknown."""
+JOB_NOTIFY: Mapping[str, How] = {"notify.from": "launcher"}
+"""`notify.from: job`, for a backend's `honours` when jobkit hands the job its environment
+(JOBKIT_NOTIFY_FILE: the 0600 file of the job's notify section, docs/notify.md)."""
 
 
 class Backend(ABC):
@@ -120,6 +66,12 @@ class Backend(ABC):
     """How often `jobkit logs -f` asks for the state (a scheduler query costs the cluster)."""
     launchers: ClassVar[tuple[str, ...]] = ("torchrun",)
     """The `launch.launcher` values this backend can start."""
+    code_in_script: ClassVar[bool] = False
+    """The frozen code's folder reaches the job written into its script (`jobkit submit`
+    fills in the line CODE_PLACEHOLDER leaves: provenance/script_code.py), not through its
+    environment: qsub passes no environment on (docs/provenance.md)."""
+    container_runtimes: ClassVar[frozenset[str]] = frozenset()
+    """The `container.runtime` values its script runs the launch in (docs/containers.md)."""
     node_ranges: ClassVar[bool] = False
     """True where the scheduler can allocate an elastic range of nodes (resources.nodes MIN:MAX)."""
     memory_key: ClassVar[str] = "resources.mem"
@@ -130,6 +82,9 @@ class Backend(ABC):
     task_per_process: ClassVar[bool] = False
     """True where the scheduler starts one task per training process whatever the launcher
     (submitit): a task's CPUs are then one process's."""
+    counts_gpus_at_start: ClassVar[bool] = False
+    """True where no scheduler hands out GPUs (local, ssh): with launch.nproc_per_node auto and
+    no resources.gpus_per_node, each host counts its own GPUs when the job starts."""
     lost_reply_fate_unknown: ClassVar[bool] = False
     """True where a submission whose reply was lost and that `find_lost` cannot see may still
     have been accepted: such a row becomes UNKNOWN (kept looked for), never FAILED."""
@@ -137,6 +92,10 @@ class Backend(ABC):
     """How a sweep (`sweep:` in the spec) runs here: "array" (one array job; each task is
     tracked by `task_job_id`), "each" (one job per task, JOBKIT_TASK_ID exported; at most
     sweep.max_parallel run at once) or "none" (refused)."""
+    remote_commands: ClassVar[tuple[str, ...]] = ()
+    """The scheduler's commands jobkit runs on a cluster's login node when this backend is a
+    remote cluster's (`submit --on`, docs/remote.md); empty: no remote cluster can use it (its
+    status has no one-round-trip query over ssh yet)."""
     excludes_nodes: ClassVar[bool] = False
     """True where `submit_argv` leaves SubmitRequest.exclude_nodes out of the job's nodes
     (Slurm --exclude); elsewhere bad nodes (`jobkit nodes`) are only warned about."""
@@ -152,6 +111,9 @@ class Backend(ABC):
     remote_hosts: ClassVar[bool] = False
     """True where the job runs on hosts this machine cannot look into before it starts (the
     ssh hosts): `jobkit check` does not look for the program here."""
+    runs_here: ClassVar[bool] = False
+    """True where the job runs on this very machine (local): what `jobkit check` finds here
+    (a container runtime on the PATH) is what the job finds."""
     accounting_sources: ClassVar[frozenset[str]] = frozenset()
     """The Observation.source values that come from the scheduler's accounting (a finished
     job's record: sacct, qacct), as opposed to its live queue."""
@@ -262,6 +224,15 @@ class Backend(ABC):
         from jobkit.backends.preflight import Preflight
 
         return Preflight(notes=(f"scheduler checks are not available for the {self.name} backend",))
+
+    def dependency_args(self, request: SubmitRequest) -> list[str]:
+        """The submit command's options that make the job wait for `request.after`
+        (docs/chains.md); [] without any. Default: this backend cannot chain jobs (refused)."""
+        if not request.after:
+            return []
+        from jobkit.core.errors import JobkitError
+
+        raise JobkitError(f"the {self.name} backend cannot start a job after another (chains)")
 
     @abstractmethod
     def submit_argv(self, request: SubmitRequest) -> list[str]:

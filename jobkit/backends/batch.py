@@ -125,7 +125,7 @@ class BatchScheduler(Backend):
 def exit_file_observation(job: TrackedJob, reason: str) -> Observation | None:
     """SUCCEEDED or FAILED from the run folder's exit_code file (None without one), for a job
     the scheduler no longer reports."""
-    code = read_exit_file(job.extra.get("run_dir"))
+    code = read_exit_file(job.extra.get("run_dir"), job.scheduler_id)
     if code is None:
         return None
     return Observation(

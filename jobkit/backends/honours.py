@@ -41,9 +41,18 @@ SCHEDULER_KEYS: Mapping[str, str] = {
     "scheduler.signal": "warning signal before the time limit",
     "scheduler.extra": "raw scheduler directives",
     "scheduler.exclude_bad_nodes_for": "bad-node exclusion (it runs on the hosts the spec names)",
+    "code.snapshot": "code snapshot for the job to run from",
+    "code.include_untracked": "code snapshot for the job to run from",
+    "code.max_size": "code snapshot for the job to run from",
+    "notify.from": "notifications sent by the job itself (notify.from: job)",
 }
 """Key -> what it asks for (in the refusal's words): the keys whose honouring depends on the
 backend. A backend's `honours` names those it honours."""
+
+
+def runs_snapshots(cls: type[Backend]) -> bool:
+    """Whether the backend's jobs run from the code snapshot (it honours `code.snapshot`)."""
+    return "code.snapshot" in cls.honours
 
 
 class Unhonoured(NamedTuple):
@@ -78,7 +87,25 @@ def unhonoured(cls: type[Backend], spec: JobSpec, user_set: frozenset[str]) -> l
             )
         elif (reason := launcher_drops(spec, cls.task_per_process).get(key)) is not None:
             found.append(Unhonoured(key, reason))
+    refusal = container_refusal(cls, spec)
+    if refusal is not None:
+        container_keys = sorted(key for key in user_set if key.startswith("container."))
+        key = container_keys[0] if container_keys else "container.runtime"
+        if "container.runtime" in user_set:
+            key = "container.runtime"
+        found.append(Unhonoured(key, refusal))
     return found
+
+
+def container_refusal(cls: type[Backend], spec: JobSpec) -> str | None:
+    """Why the backend `cls` cannot run this spec's container, or None."""
+    if spec.container is None or spec.container.runtime in cls.container_runtimes:
+        return None
+    able = ", ".join(sorted(cls.container_runtimes)) or "none"
+    return (
+        f"the {cls.name} backend cannot run container.runtime {spec.container.runtime}"
+        f" (its runtimes: {able})"
+    )
 
 
 def launcher_drops(spec: JobSpec, task_per_process: bool) -> dict[str, str]:

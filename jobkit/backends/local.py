@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from jobkit.backends import launcher_files, slots
+from jobkit.backends import chain_wait, launcher_files, slots
 from jobkit.backends.base import SubmitRequest, Submitted, TrackedJob
 from jobkit.core.errors import CrossFieldError
 from jobkit.spec.schema import JobSpec
@@ -24,6 +24,7 @@ class LocalBackend(launcher_files.LauncherJobs):
     """Runs `bash <script>` in its own session; state from its pid and exit-code file."""
 
     name = "local"
+    runs_here = True
     launchers = ("torchrun", "spawn", "distributed-launch", "none")
 
     @classmethod
@@ -48,11 +49,12 @@ class LocalBackend(launcher_files.LauncherJobs):
         argv = self.submit_argv(request)
         files = launcher_files.job_files(request.spec, request.jobkit_id, request.workdir)
         task = slots.task_launch(request)  # a sweep's task: JOBKIT_TASK_ID, its slot
+        chain_wait.prepare(request)  # a chain's stage: it waits for the previous one
         launched = launcher_files.launch_detached(
             argv,
             cwd=request.workdir,
             files=files,
-            env={"JOBKIT_JOB_ID": request.jobkit_id, **task.env},
+            env={"JOBKIT_JOB_ID": request.jobkit_id, **task.env, **request.code_env()},
         )
         return Submitted(
             scheduler_id=request.jobkit_id,

@@ -29,7 +29,17 @@ BUILTIN: dict[str, str] = {
 }
 """Backend name -> `module:Class` (the class implements base.Backend, built with no args)."""
 
+DEFAULT = "local"
+"""The backend of a spec that names none (`backend:` left out): this machine, which needs no
+scheduler, no hosts and no options."""
+
+DEFAULT_REMOTE = "slurm"
+"""The backend of a remote cluster whose clusters.yaml entry names none."""
+
 INTERNAL: dict[str, str] = {"here": "jobkit.backends.here:HereBackend"}
+REMOTE = "jobkit.remote.backend:remote_backend"
+"""`slurm@mycluster`: a job submitted to a cluster over ssh (docs/remote.md); its class facts
+are the scheduler's, its instance runs every command on the cluster's login node."""
 """Kinds of registry rows that no spec names as its `backend:` (`jobkit run --here` runs):
 found by get_backend, never listed."""
 
@@ -74,8 +84,10 @@ def _target(name: str) -> str:
 
 @functools.cache
 def backend_class(name: str) -> type[Backend]:
-    """The named backend's class. UsageError for an unknown name; BackendUnavailable when
-    its module cannot be loaded."""
+    """The named backend's class (`slurm@cluster`: Slurm's). UsageError for an unknown name;
+    BackendUnavailable when its module cannot be loaded."""
+    if "@" in name:
+        return backend_class(name.partition("@")[0])
     module_name, _, class_name = _target(name).partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -94,6 +106,25 @@ def known_class(name: str) -> type[Backend] | None:
         return None
 
 
+def remote_names() -> tuple[str, ...]:
+    """The built-in backends a remote cluster may use: those that state their commands there."""
+    return tuple(
+        name
+        for name in builtin_names()
+        if (found := known_class(name)) is not None and found.remote_commands
+    )
+
+
+def remote_commands(name: str) -> tuple[str, ...]:
+    """The commands the named backend runs on a remote cluster's login node (none: unknown)."""
+    found = known_class(name)
+    return found.remote_commands if found is not None else ()
+
+
 def get_backend(name: str) -> Backend:
-    """A fresh instance of the named backend."""
+    """A fresh instance of the named backend (`slurm@cluster`: over ssh, docs/remote.md)."""
+    if "@" in name:
+        module_name, _, function = REMOTE.partition(":")
+        made: Backend = getattr(importlib.import_module(module_name), function)(name)
+        return made
     return backend_class(name)()

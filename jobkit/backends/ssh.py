@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from jobkit.backends import launcher_files, slots
+from jobkit.backends import chain_wait, launcher_files, slots
 from jobkit.backends.base import SubmitRequest, Submitted, TrackedJob
 from jobkit.backends.ssh_options import Ssh
 from jobkit.core.errors import CrossFieldError, SchedulerError
@@ -109,31 +108,25 @@ def clean_hosts(job: TrackedJob, grace_s: float) -> list[HostCheck]:
     """Stop what is left of `job` on each of its hosts (in parallel), and say what was found."""
     hosts: list[str] = json.loads(job.extra.get("hosts", "[]"))
     ssh_argv: list[str] = json.loads(job.extra.get("ssh", '["ssh"]'))
-    started = []
+    commands = []
     for index, host in enumerate(hosts):
         remote = ["sh", "-c", _REMOTE_CLEANUP, "jobkit-cleanup", pgid_file(job.jobkit_id, index)]
         remote.append(job.jobkit_id)
         remote.append(str(max(1, round(grace_s))))
-        argv = [*ssh_argv, host, shlex.join(remote)]
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            encoding="utf-8",
-            errors="replace",
+        commands.append([*ssh_argv, host, shlex.join(remote)])
+    from jobkit.core.proc import run_parallel
+
+    outcomes = run_parallel(commands, timeout=grace_s + SSH_SLACK_S)
+    return [
+        HostCheck(
+            host,
+            done.argv,
+            done.returncode,
+            done.stdout.strip(),
+            (done.error or done.stderr).strip(),
         )
-        started.append((host, argv, proc))
-    checks = []
-    for host, argv, proc in started:
-        try:
-            out, err = proc.communicate(timeout=grace_s + SSH_SLACK_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-        checks.append(HostCheck(host, argv, proc.returncode, out.strip(), err.strip()))
-    return checks
+        for host, done in zip(hosts, outcomes, strict=True)
+    ]
 
 
 def _reach(request: SubmitRequest) -> dict[str, str]:
@@ -210,11 +203,12 @@ class SshBackend(launcher_files.LauncherJobs):
         argv = self.submit_argv(request)
         files = launcher_files.job_files(request.spec, request.jobkit_id, request.workdir)
         task = slots.task_launch(request)  # a sweep's task: JOBKIT_TASK_ID, its slot
+        chain_wait.prepare(request)  # a chain's stage: it waits for the previous one
         launched = launcher_files.launch_detached(
             argv,
             cwd=request.workdir,
             files=files,
-            env={"JOBKIT_JOB_ID": request.jobkit_id, **task.env},
+            env={"JOBKIT_JOB_ID": request.jobkit_id, **task.env, **request.code_env()},
         )
         extra = {
             **launched.as_extra(),

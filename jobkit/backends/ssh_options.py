@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from jobkit.spec.model import StrictModel
+from jobkit.spec.model import StrictModel, empty_list
 from jobkit.spec.values import HostName, SafeStr, StrList
 
 
@@ -15,13 +15,14 @@ class Ssh(StrictModel):
     """Hosts for the ssh backend; host 0 is the rendezvous host."""
 
     hosts: list[HostName] = Field(
-        default_factory=list, description="Host names, one per node; the first is the master."
+        default_factory=empty_list, description="Host names, one per node; the first is the master."
     )
     user: SafeStr | None = Field(None, description="Remote user (default: ssh's own choice).")
     port: int | None = Field(None, ge=1, le=65535, description="ssh port (default: ssh's).")
     identity_file: SafeStr | None = Field(None, description="Private key file (ssh -i).")
     options: StrList = Field(
-        default_factory=list, description="ssh -o options, e.g. StrictHostKeyChecking=accept-new."
+        default_factory=empty_list,
+        description="ssh -o options, e.g. StrictHostKeyChecking=accept-new.",
     )
     fanout: Literal["ssh", "pdsh"] = Field(
         "ssh",

@@ -56,6 +56,8 @@ def check_program(spec: JobSpec, workdir: Path, interpreter: Interpreter) -> Pro
             found.append(
                 Finding("run.command", f"program {program!r} is not an executable file ({path})")
             )
+    elif spec.container is not None:
+        notes.append(f"{program!r} runs inside container.image: not looked for here")
     elif _which(program, interpreter) is None:
         if _path_may_change(spec):
             notes.append(

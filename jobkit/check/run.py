@@ -75,15 +75,24 @@ def check_loaded(
         except SpecError as err:
             report.problems.append(Problem.from_error(err))
     from jobkit.check.program import check_program
-    from jobkit.render.interpreter import choose_interpreter
+    from jobkit.render.interpreter import spec_interpreter
 
-    program = check_program(spec, workdir, choose_interpreter(spec.env))
+    program = check_program(spec, workdir, spec_interpreter(spec))
     report.checked.append("program")
     report.problems += [placed(loaded, f.key, f.message) for f in program.findings]
     report.notes += program.notes
+    if spec.container is not None:
+        from jobkit.container.preflight import container_findings
+
+        report.checked.append("container")
+        from jobkit.backends.registry import backend_class
+
+        here = backend_class(spec.backend).runs_here
+        found = container_findings(spec, workdir, on_this_machine=here)
+        report.problems += [placed(loaded, f.key, f.message) for f in found]
     from jobkit.render.notes import spec_notes
 
-    report.notes += spec_notes(spec, choose_interpreter(spec.env))
+    report.notes += spec_notes(spec, spec_interpreter(spec))
     if scheduler and script is not None:
         _ask_scheduler(loaded, script, workdir, thorough, report)
     return report

@@ -1,24 +1,23 @@
-"""The `jobkit` command: a click group whose verbs are imported only when used.
+"""The `jobkit` command: a click group (cli/group.py) whose verbs are imported only when used.
 
 Errors are handled here and nowhere else: a JobkitError is one line on stderr and its exit
 code; Ctrl-C exits 130 quietly; click's usage errors exit 2; anything else is a bug, shown
 as one line (JOBKIT_DEBUG=1 prints the traceback).
+
+`jobkit render SPEC` and nothing else is run without importing click (cli/rendering.py):
+importing click is ~30 ms of render's ~0.2 s start-up (docs/benchmarks.md, case 1).
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import importlib
-import importlib.util
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-import click
-
-from jobkit import __version__
+from jobkit.cli.echo import echo
 from jobkit.core.errors import JobkitError
 from jobkit.core.private import use_private_umask
 
@@ -38,10 +37,16 @@ VERBS = {
     "nodes": "jobkit.cli.nodes",
     "shell": "jobkit.cli.shell",
     "run": "jobkit.cli.run",
+    "show": "jobkit.cli.show",
+    "diff": "jobkit.cli.diff",
+    "rerun": "jobkit.cli.rerun",
+    "clusters": "jobkit.cli.clusters",
 }
 """Verb -> module; each module defines a click command named like the verb."""
 
-READ_MOSTLY_VERBS = frozenset({"status", "logs", "why", "doctor", "report", "plot", "cancel"})
+READ_MOSTLY_VERBS = frozenset(
+    {"status", "logs", "why", "doctor", "report", "plot", "cancel", "show", "diff"}
+)
 """Verbs that go on from a registry that cannot be written (its disk is full): they show
 what it last recorded, cancel still cancels, and one warning line says nothing was saved
 (registry/db.py read_only_fallback, docs/reliability.md)."""
@@ -55,71 +60,12 @@ QUICK_EXIT_VERBS = frozenset({"render"})
 they skip it (about 20 ms with pydantic and jinja2 loaded) and the garbage collections
 during their imports (about 10 ms); docs/benchmarks.md, case 1."""
 
+COMPLETION_VARIABLE = "_JOBKIT_COMPLETE"
+"""click's shell-completion switch for prog_name "jobkit": when set, click answers instead."""
+
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 EXIT_INTERNAL = 70  # EX_SOFTWARE
-
-
-class Interrupted(Exception):
-    """Ctrl-C inside a verb (click would print a blank line for a KeyboardInterrupt)."""
-
-
-class ReaderGone(Exception):
-    """stdout's reader went away inside a verb (click would exit 1 for a BrokenPipeError)."""
-
-
-class LazyGroup(click.Group):
-    """A group that imports a verb's module only when that verb is run or listed in help."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return [verb for verb in VERBS if _module_exists(VERBS[verb])]
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        module_name = VERBS.get(cmd_name)
-        if module_name is None or not _module_exists(module_name):
-            return None
-        command = getattr(importlib.import_module(module_name), cmd_name, None)
-        return command if isinstance(command, click.Command) else None
-
-    def invoke(self, ctx: click.Context) -> Any:
-        """Run the verb; Ctrl-C leaves as Interrupted, a closed stdout as ReaderGone."""
-        try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt:
-            raise Interrupted() from None
-        except BrokenPipeError:
-            raise ReaderGone() from None
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """The verb list of --help; a verb whose module fails to import is shown as such."""
-        rows = []
-        for verb in self.list_commands(ctx):
-            try:
-                command = self.get_command(ctx, verb)
-            except ImportError as err:
-                rows.append((verb, f"(unavailable: {err})"))
-                continue
-            if command is not None and not command.hidden:
-                rows.append((verb, command.get_short_help_str(formatter.width - 6 - len(verb))))
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
-
-
-def _module_exists(name: str) -> bool:
-    return importlib.util.find_spec(name) is not None
-
-
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(
-    __version__, "-V", "--version", prog_name="jobkit", message="%(prog)s %(version)s"
-)
-def cli() -> None:
-    """One YAML job spec to a running, tracked distributed PyTorch job.
-
-    Backends: local (this machine), slurm, pbs, sge, ssh (a list of hosts), submitit.
-    Start with `jobkit render examples/quickstart.yaml`.
-    """
 
 
 def run(argv: Sequence[str] | None = None) -> int:
@@ -147,37 +93,70 @@ def _run(args: list[str], verb: str | None) -> int:
     with read_only_fallback() as notes:
         code = _run_verb(args)
     for note in notes:
-        click.echo(f"jobkit: {note}", err=True)
+        echo(f"jobkit: {note}", err=True)
     return code
 
 
 def _run_verb(args: list[str]) -> int:
     try:
-        result: Any = cli.main(
-            args=args,
-            prog_name="jobkit",
-            standalone_mode=False,
-        )
+        result: Any = _call_verb(args)
     except JobkitError as err:
         for line in err.lines():
-            click.echo(f"jobkit: {line}", err=True)
+            echo(f"jobkit: {line}", err=True)
         return err.exit_code
-    except click.ClickException as err:
-        err.show()
-        return err.exit_code
-    except click.Abort as err:
-        if isinstance(err.__cause__ or err.__context__, KeyboardInterrupt | EOFError):
-            return EXIT_INTERRUPTED
-        click.echo("jobkit: aborted", err=True)
-        return 1
-    except (KeyboardInterrupt, Interrupted):
+    except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    except (BrokenPipeError, ReaderGone):
+    except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
     except Exception as err:
-        return _internal_error(err)
+        return _click_error(err)
     return result if isinstance(result, int) and not isinstance(result, bool) else 0
+
+
+def _call_verb(args: list[str]) -> Any:
+    """`render SPEC` alone straight to cli/rendering.py; any other command line to click."""
+    spec = _fast_render_spec(args)
+    if spec is not None:
+        from jobkit.cli.rendering import render_job
+        from jobkit.cli.specargs import SpecArgs
+
+        render_job(SpecArgs(spec))
+        return None
+    from jobkit.cli.group import Interrupted, ReaderGone, jobkit_group
+
+    try:
+        return jobkit_group(VERBS).main(args=args, prog_name="jobkit", standalone_mode=False)
+    except Interrupted:  # out of click's reach, now handled as it is here
+        raise KeyboardInterrupt from None
+    except ReaderGone:
+        raise BrokenPipeError from None
+
+
+def _fast_render_spec(args: Sequence[str]) -> str | None:
+    """The SPEC of a command line that is `render SPEC` and nothing else, or None: click reads
+    every other one (options, --help, no SPEC, and shell completion: COMPLETION_VARIABLE)."""
+    if len(args) != 2 or args[0] != "render" or os.environ.get(COMPLETION_VARIABLE):
+        return None
+    spec = args[1]
+    return spec if spec and not spec.startswith("-") else None
+
+
+def _click_error(err: Exception) -> int:
+    """click's usage error (its own message, exit 2) or abort; anything else is a bug."""
+    if "click" not in sys.modules:  # not imported: the error cannot be one of click's
+        return _internal_error(err)
+    import click
+
+    if isinstance(err, click.ClickException):
+        err.show()
+        return err.exit_code
+    if isinstance(err, click.Abort):
+        if isinstance(err.__cause__ or err.__context__, KeyboardInterrupt | EOFError):
+            return EXIT_INTERRUPTED
+        echo("jobkit: aborted", err=True)
+        return 1
+    return _internal_error(err)
 
 
 def main() -> NoReturn:
@@ -208,7 +187,7 @@ def _flush_for_exit(code: int) -> int:
         _silence_stdout()
         code = code or EXIT_BROKEN_PIPE
     except OSError as err:
-        click.echo(f"jobkit: cannot write the output: {err.strerror or err}", err=True)
+        echo(f"jobkit: cannot write the output: {err.strerror or err}", err=True)
         code = code or 1
     with contextlib.suppress(OSError):
         sys.stderr.flush()
@@ -224,7 +203,7 @@ def _internal_error(err: BaseException) -> int:
     hint = (
         "" if os.environ.get("JOBKIT_DEBUG") else " (rerun with JOBKIT_DEBUG=1 for the traceback)"
     )
-    click.echo(f"jobkit: internal error: {type(err).__name__}: {detail}{hint}", err=True)
+    echo(f"jobkit: internal error: {type(err).__name__}: {detail}{hint}", err=True)
     return EXIT_INTERNAL
 
 

@@ -5,56 +5,25 @@
     def render(spec_args: SpecArgs) -> None:
         loaded = spec_args.load()
 
-The schema and pydantic are imported only when `load()` runs.
+SpecArgs itself lives in cli/specargs.py (no click: `jobkit render SPEC` loads it alone);
+the schema and pydantic are imported only when `load()` runs.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import click
 
 from jobkit.backends.registry import builtin_names
-
-if TYPE_CHECKING:
-    from jobkit.spec.load import LoadedSpec
+from jobkit.cli.specargs import SpecArgs as SpecArgs  # re-exported: the verbs import it here
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 BACKEND_NAMES = builtin_names()
 """For --help only; the schema checks the value (an unknown one is a one-line SpecError)."""
-
-
-@dataclass(frozen=True)
-class SpecArgs:
-    """The job spec and its command-line layers, as the user gave them."""
-
-    spec: str
-    backend: str | None = None
-    sets: tuple[str, ...] = ()
-    profile: str | None = None
-    template_dir: str | None = None
-    ignore_unsupported: bool = False
-
-    def load(self) -> LoadedSpec:
-        """Load and validate the spec with these layers; SpecError (one line) on a problem.
-        Deprecated keys and keys ignored with --ignore-unsupported: one line each on stderr."""
-        from jobkit.spec.load import load_spec
-
-        loaded = load_spec(
-            self.spec,
-            sets=self.sets,
-            backend=self.backend,
-            profile=self.profile,
-            template_dir=self.template_dir,
-            ignore_unsupported=self.ignore_unsupported,
-        )
-        for note in loaded.notes:
-            click.echo(f"jobkit: {note}", err=True)
-        return loaded
 
 
 def spec_options(command: F) -> F:

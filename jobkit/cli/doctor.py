@@ -57,11 +57,12 @@ def doctor(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
         for record, (_, note) in zip(result.records, named, strict=True):
             if note is not None:
                 found.append((None, note))
-            diagnosis = diagnose_record(record)
+            here = _files_here(record)
+            diagnosis = diagnose_record(here)
             if record.is_final and record.state in STATUS_STATES:
                 remember(store, record, diagnosis)
-            if diagnosis.outcome == "running":
-                _add_hang_section(diagnosis, record, now)
+            if diagnosis.outcome == "running":  # heartbeats read here; stacks taken there
+                _add_hang_section(diagnosis, here, now)
             found.append((diagnosis, None))
     found += [(None, note) for note in notes]
     single = len(ids) + int(last) == 1 and len(named) == 1 and named[0][1] is None and not notes
@@ -74,6 +75,15 @@ def doctor(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
         blocks = ["\n".join(d.lines()) if d is not None else f"{note}" for d, note in found]
         click.echo(printable_lines("\n\n".join(blocks)))
     return code
+
+
+def _files_here(record: JobRecord) -> JobRecord:
+    """A job on a cluster (`--on`): its logs copied here first (docs/remote.md)."""
+    if "@" not in record.backend:
+        return record
+    from jobkit.remote.mirror import local_view
+
+    return local_view(record)
 
 
 FAILED_STATES = frozenset(
@@ -93,8 +103,8 @@ def _named(
 ) -> tuple[list[tuple[JobRecord, str | None]], list[str]]:
     """The jobs to diagnose, in order, once each, the first of a sweep's with the line that
     says which of its tasks these are; and lines for sweeps with nothing to diagnose."""
-    from jobkit.cli.sweepview import named_sweeps, newest_attempts
     from jobkit.registry.ids import resolve_jobs, with_last
+    from jobkit.registry.selection import named_sweeps, newest_attempts
 
     texts = with_last(store, ids, last)
     sweeps, _ = named_sweeps(store, texts)

@@ -6,27 +6,14 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from jobkit.core.earlier_runs import COUNT_KEY, earlier_runs
 from jobkit.core.lifecycle import State
+from jobkit.core.units import format_duration
 from jobkit.hang.stall import state_text
 from jobkit.registry.reader import RegistryReader
 from jobkit.registry.record import JobRecord, StateChange
 
 TABLE_COLUMNS = ("ID", "SCHED ID", "NAME", "BACKEND", "STATE", "ELAPSED", "NODES", "EXIT")
-
-
-def format_duration(seconds: float | None) -> str:
-    """`0:05`, `1:02:03`, `2-03:04:05` (Slurm's style); `-` when unknown."""
-    if seconds is None:
-        return "-"
-    total = int(max(seconds, 0))
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
-    if hours:
-        return f"{hours}:{minutes:02d}:{secs:02d}"
-    return f"{minutes}:{secs:02d}"
 
 
 def format_time(epoch: float | None) -> str:
@@ -37,12 +24,41 @@ def format_time(epoch: float | None) -> str:
 
 
 def elapsed_now(record: JobRecord, now: float) -> float | None:
-    """The job's run time, extrapolated from the last observation while it runs."""
+    """The job's run time, extrapolated from the last observation while it runs; a requeued
+    job's earlier runs included (core/earlier_runs.py)."""
+    earlier = _earlier_seconds(record)
     if record.elapsed_s is None:
-        return None
+        return earlier
+    current = record.elapsed_s
     if record.state == State.RUNNING.value and record.observed_at is not None:
-        return record.elapsed_s + max(now - record.observed_at, 0.0)
-    return record.elapsed_s
+        current += max(now - record.observed_at, 0.0)
+    return current + (earlier or 0.0)
+
+
+def _earlier_seconds(record: JobRecord) -> float | None:
+    if COUNT_KEY not in record.extra:  # the common case: never requeued, nothing to decode
+        return None
+    found = earlier_runs(record.extra)
+    return found.seconds if found.count else None
+
+
+def runs_started(record: JobRecord) -> int:
+    """How many runs of the job have started: its earlier runs (a requeued job) and this one
+    once it runs or ran."""
+    if COUNT_KEY not in record.extra:
+        return 1
+    waiting = record.state in (State.QUEUED.value, State.HELD.value) and not record.elapsed_s
+    return earlier_runs(record.extra).count + (0 if waiting else 1)
+
+
+def format_elapsed(record: JobRecord, now: float) -> str:
+    """ELAPSED: `1:02:03`, or with the runs it adds up once requeued: `0:07 (1 run)`,
+    `0:19 (2 runs)`."""
+    text = format_duration(elapsed_now(record, now))
+    if COUNT_KEY not in record.extra:
+        return text
+    runs = runs_started(record)
+    return f"{text} ({runs} run{'s' if runs != 1 else ''})"
 
 
 def shown_exit_code(record: JobRecord) -> int | None:
@@ -75,7 +91,7 @@ def table_rows(records: Sequence[JobRecord], now: float) -> list[tuple[str, ...]
             r.name,
             r.backend,
             state_text(r, now),
-            format_duration(elapsed_now(r, now)),
+            format_elapsed(r, now),
             r.nodes or "-",
             format_exit(r),
         )
@@ -122,7 +138,7 @@ def render_detail(
         *_why_fact(record),
         *_diagnosis_fact(record),
         ("nodes", record.nodes or "-"),
-        ("elapsed", format_duration(elapsed_now(record, now))),
+        ("elapsed", _elapsed_fact(record, now)),
         ("exit code", _or_dash(shown_exit_code(record))),
         ("signal", "-" if record.signal is None else str(record.signal)),
         ("requeues", str(record.requeues)),
@@ -161,7 +177,7 @@ def _attempts(record: JobRecord, store: RegistryReader | None) -> list[JobRecord
 
 def _run_facts(record: JobRecord, store: RegistryReader | None) -> list[tuple[str, str]]:
     """`sweep jkS task 2 (lr=...)` and `attempts 1 jkA 123 PREEMPTED, 2 jkB 130 RUNNING`."""
-    from jobkit.cli.sweepview import attempts_line, sweep_fact
+    from jobkit.cli.taskfacts import attempts_line, sweep_fact
 
     facts: list[tuple[str, str]] = []
     sweep = sweep_fact(record)
@@ -172,6 +188,14 @@ def _run_facts(record: JobRecord, store: RegistryReader | None) -> list[tuple[st
         facts.append(("attempts", attempts_line(attempts)))
     elif record.attempt > 1:
         facts.append(("attempt", str(record.attempt)))
+    if store is not None:  # a stage of a chain: the whole chain (docs/chains.md)
+        from jobkit.chain.settle import broken_reason
+        from jobkit.chain.view import chain_views
+
+        views = chain_views(store, [record])
+        facts += [("chain", view.line().removeprefix("chain ")) for view in views]
+        if (broken := broken_reason(record)) is not None:
+            facts.append(("not run", broken))
     return facts
 
 
@@ -192,7 +216,7 @@ def _diagnosis_fact(record: JobRecord) -> list[tuple[str, str]]:
 
 
 def _age(seconds: float) -> str:
-    from jobkit.manager.refresh import format_age
+    from jobkit.core.units import format_age
 
     return format_age(seconds)
 
@@ -202,7 +226,7 @@ def detail_dict(
 ) -> dict[str, Any]:
     """The detail view as JSON: the record, its history, spec and script (with `store`:
     its run's attempts; a sweep's task: its overrides)."""
-    from jobkit.cli.sweepview import task_overrides
+    from jobkit.cli.taskfacts import task_overrides
 
     data = record.to_dict()
     if record.sweep_id is not None:
@@ -229,6 +253,20 @@ def submitted_line(record: JobRecord) -> str:
     return (
         f"submitted {record.jobkit_id} ({record.backend} job {record.scheduler_id}): {record.name}"
     )
+
+
+def _elapsed_fact(record: JobRecord, now: float) -> str:
+    """`0:19 (2 runs: 0:07 before the requeue, from sacct)`."""
+    text = format_elapsed(record, now)
+    if COUNT_KEY not in record.extra:
+        return text
+    earlier = earlier_runs(record.extra)
+    if not earlier.count:
+        return text
+    how = f"from {earlier.source}" if earlier.exact else "at least: as last seen"
+    before = f"{format_duration(earlier.seconds)} before requeue"
+    before += "" if earlier.count == 1 else f"s (the {earlier.count} earlier runs)"
+    return f"{text.removesuffix(')')}: {before}, {how})"
 
 
 def _or_dash(value: int | None) -> str:

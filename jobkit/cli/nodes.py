@@ -121,8 +121,8 @@ def _as_dict(row: BadNode, now: float) -> dict[str, Any]:
 
 def _table(rows: Sequence[BadNode], now: float) -> str:
     """The list, one node a line, columns padded."""
+    from jobkit.core.units import format_age
     from jobkit.manager.badnodes import clock
-    from jobkit.manager.refresh import format_age
 
     cells = [COLUMNS]
     for row in rows:

@@ -134,8 +134,8 @@ def _output_path(text: str) -> Path:
 def _load(store: Store, ids: tuple[str, ...], last: bool) -> tuple[list[LoadedRun], list[str]]:
     """Every named job's runs (in order, each once; a sweep's id: its tasks, labelled by
     their overrides), and notes about tasks left out."""
-    from jobkit.cli.sweepview import named_sweeps
     from jobkit.registry.ids import resolve_job_task, with_last
+    from jobkit.registry.selection import named_sweeps
 
     ids = tuple(with_last(store, ids, last))  # --last: the last submission (a whole sweep)
     sweeps, _ = named_sweeps(store, ids)
@@ -179,8 +179,9 @@ def _sweep_runs(store: Store, rows: list[JobRecord]) -> Found:
     d_model=64`; a note for each task without metrics (NoMetricsError when none has any)."""
     from dataclasses import replace
 
-    from jobkit.cli.sweepview import newest_attempts, short_overrides, task_overrides
+    from jobkit.cli.taskfacts import short_overrides, task_overrides
     from jobkit.plot.runs import Found, NoMetricsError
+    from jobkit.registry.selection import newest_attempts
 
     found = Found()
     errors: list[NoMetricsError] = []
@@ -206,13 +207,22 @@ def _load_job(store: Store, record: JobRecord, task: str | None) -> Found:
     from jobkit.plot.runs import NoMetricsError, load_job
 
     try:
-        return load_job(record, task)
+        return load_job(_files_here(record), task)
     except NoMetricsError:
         if record.is_final:
             raise
     from jobkit.manager.refresh import refresh
 
-    return load_job(refresh(store, [record]).records[0], task)
+    return load_job(_files_here(refresh(store, [record]).records[0]), task)
+
+
+def _files_here(record: JobRecord) -> JobRecord:
+    """A job on a cluster (`--on`): its metrics copied here first (docs/remote.md)."""
+    if "@" not in record.backend:
+        return record
+    from jobkit.remote.mirror import local_view
+
+    return local_view(record)
 
 
 def _default_stem(runs: list[LoadedRun]) -> str:

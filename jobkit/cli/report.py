@@ -45,8 +45,8 @@ def report(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
 
     if not ids and not last:
         raise UsageError("give one or more job IDs, or --last")
-    from jobkit.cli.sweepview import named_sweeps
     from jobkit.registry.ids import with_last
+    from jobkit.registry.selection import named_sweeps
 
     with Store() as store:
         sweeps, job_ids = named_sweeps(store, with_last(store, ids, last))
@@ -59,6 +59,10 @@ def report(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
         compared = _sweep_reports(sweeps, result.records[len(targets) :])
         targets = [(new, task) for new, (_, task) in zip(fresh, targets, strict=True)]
     usages, notes, failed = _usages(targets)
+    if any("@" in record.backend for record, _ in targets):  # docs/remote.md: copies
+        from jobkit.remote.mirror import local_view
+
+        targets = [(local_view(record), task) for record, task in targets]
     reports = [
         build_report(
             record,
@@ -88,8 +92,9 @@ def _sweep_reports(
     from pathlib import Path
     from typing import Any
 
-    from jobkit.cli.sweepview import newest_attempts, short_overrides, task_overrides
+    from jobkit.cli.taskfacts import short_overrides, task_overrides
     from jobkit.plot.runs import NoMetricsError, find_sources
+    from jobkit.registry.selection import newest_attempts
     from jobkit.report.sweep import compare, task_row
 
     fresh = {r.jobkit_id: r for r in refreshed}

@@ -151,19 +151,14 @@ def _snapshot(
 ) -> tuple[str, int]:
     """Refresh and render once; returns the text and the exit code."""
     from jobkit.cli.jobview import detail_dict, render_detail, render_table
-    from jobkit.cli.sweepview import (
-        listing_text,
-        named_sweeps,
-        newest_attempts,
-        render_listing,
-        sweep_groups,
-    )
+    from jobkit.cli.sweepview import listing_text, render_listing, sweep_groups
     from jobkit.cli.watch import resubmit_ended_runs
     from jobkit.doctor.cache import with_diagnoses, with_diagnosis
     from jobkit.hang.stall import with_stall
+    from jobkit.manager.reconcile import reconcile_submissions
     from jobkit.manager.refresh import refresh
-    from jobkit.manager.submit import reconcile_submissions
     from jobkit.registry.ids import resolve_jobs, with_last
+    from jobkit.registry.selection import named_sweeps, newest_attempts
 
     now = time.time()
     code = 0
@@ -185,6 +180,7 @@ def _snapshot(
             recent_final_s=None if (show_all or since) else DEFAULT_RECENT_S,
             name_glob=name_glob,
             backend=backend,
+            texts=False,  # specs and scripts read only for the rows that need them
         )
     result = refresh(store, records, now=now)
     for failure in result.failures:
@@ -224,6 +220,11 @@ def _snapshot(
         hint = "" if show_all else " (use --all for older ones)"
         click.echo(f"jobkit: no tracked jobs to show{hint}", err=True)
         return "", code
+    from jobkit.chain.view import chains_text, split_chains
+
+    chains, shown = split_chains(store, shown)  # a chain is one line (docs/chains.md)
     if any(r.sweep_id is not None or r.attempt > 1 for r in shown):
-        return listing_text(store, shown, now, expand=expand, all_attempts=show_all), code
-    return render_table(shown, now), code
+        text = listing_text(store, shown, now, expand=expand, all_attempts=show_all)
+    else:
+        text = render_table(shown, now) if shown else ""
+    return "\n".join(part for part in (text, chains_text(chains)) if part), code

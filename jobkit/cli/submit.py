@@ -13,17 +13,13 @@ import click
 from jobkit.cli import sweepsubmit
 from jobkit.cli.common import SpecArgs, spec_options
 from jobkit.cli.jobview import submitted_line
+from jobkit.cli.submitted import EXIT_PROBLEMS, reconcile, show_problems, wait_for_job
 from jobkit.manager.badnodes import submit_note
-from jobkit.manager.refresh import BackendFailure, Waiter
-from jobkit.registry.store import JobRecord, Store
+from jobkit.registry.store import Store
 
 if TYPE_CHECKING:
-    from jobkit.cli.progress import ProgressLine
-    from jobkit.logs.follow import LogSource
+    from jobkit.manager.submit import Plan
     from jobkit.spec.load import LoadedSpec
-
-EXIT_PROBLEMS = 2
-"""A check found a problem: nothing was submitted or recorded."""
 
 
 @click.command()
@@ -44,22 +40,86 @@ EXIT_PROBLEMS = 2
     " see `jobkit check`).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the job (or the plan) as JSON.")
-def submit(spec_args: SpecArgs, dry_run: bool, wait: bool, no_check: bool, as_json: bool) -> int:
-    """Submit SPEC to its backend and track it; prints the jobkit id and the scheduler's id."""
+@click.argument("more_specs", nargs=-1, metavar="[SPEC]...")
+@click.option(
+    "--chain",
+    is_flag=False,
+    flag_value="ok",
+    default=None,
+    metavar="[ok|any|fail]",
+    help="The SPECs are a chain: each starts after the previous one succeeded (any: ended;"
+    " fail: failed). docs/chains.md",
+)
+@click.option(
+    "--after",
+    metavar="ID[:ok|any|fail]",
+    help="Start (the first SPEC) after job ID succeeded (any: ended; fail: failed).",
+)
+@click.option(
+    "--keep-broken",
+    is_flag=True,
+    help="A stage that can never start stays waiting (shown) instead of being cancelled.",
+)
+@click.option(
+    "--on",
+    "cluster",
+    metavar="CLUSTER",
+    help="Submit to this cluster of clusters.yaml over ssh (docs/remote.md).",
+)
+def submit(
+    spec_args: SpecArgs,
+    dry_run: bool,
+    wait: bool,
+    no_check: bool,
+    as_json: bool,
+    more_specs: tuple[str, ...],
+    chain: str | None,
+    after: str | None,
+    keep_broken: bool,
+    cluster: str | None,
+) -> int:
+    """Submit SPEC to its backend and track it; prints the jobkit id and the scheduler's id.
+    Several SPECs with --chain (or one with --after): stages in order (docs/chains.md)."""
+    from jobkit.remote.speckey import chosen_cluster, spec_cluster
+
+    chained = bool(more_specs) or chain is not None or after is not None
+    specs = (spec_args.spec, *more_specs)
+    if chained and (cluster or any(spec_cluster(s, spec_args.sets) for s in specs)):
+        raise click.UsageError(
+            "chains (--chain, --after) are not submitted to a cluster over ssh yet"
+            " (--on, cluster:): submit each stage on its own (docs/remote.md)"
+        )
+    cluster = chosen_cluster(spec_args.spec, spec_args.sets, cluster)
+    if cluster is not None:  # over ssh: docs/remote.md
+        from jobkit.cli.onsubmit import submit_on
+
+        return submit_on(
+            spec_args, cluster, dry_run=dry_run, no_check=no_check, wait=wait, as_json=as_json
+        )
+    if more_specs or chain is not None or after is not None:  # docs/chains.md
+        from jobkit.cli.chainsubmit import submit_chain_cli
+
+        return submit_chain_cli(
+            spec_args,
+            more_specs,
+            chain=chain,
+            after=after,
+            keep_broken=keep_broken,
+            dry_run=dry_run,
+            no_check=no_check,
+            wait=wait,
+            as_json=as_json,
+        )
     from jobkit.manager import submit as pipeline
+    from jobkit.manager.prepare import check_job_environment, prepare_submission
 
     loaded = spec_args.load()
-    from jobkit.spec.trainer_check import check_trainer_config
-
-    check_trainer_config(loaded, Path.cwd())
-    plan = pipeline.plan_submission(
-        loaded.spec, workdir=Path.cwd(), template_dir=loaded.template_dir
-    )
-    if not no_check and not _checked(loaded, plan.script, scheduler=not dry_run):
+    prepared = prepare_submission(loaded, Path.cwd(), check=not no_check, scheduler=not dry_run)
+    plan = prepared.plan
+    if prepared.problems:
+        show_problems(prepared.problems)
         return EXIT_PROBLEMS
-    from jobkit.render.notes import spec_notes
-
-    for spec_note in spec_notes(loaded.spec):  # what a seed-style spec may not expect: said
+    for spec_note in prepared.notes:  # what a seed-style spec may not expect: said
         click.echo(f"jobkit: note: {spec_note}", err=True)
     sweep = loaded.spec.sweep is not None  # docs/sweeps.md: cli/sweepsubmit.py
     if dry_run:
@@ -73,12 +133,10 @@ def submit(spec_args: SpecArgs, dry_run: bool, wait: bool, no_check: bool, as_js
             if sweep:
                 click.echo("\n".join(sweepsubmit.dry_run_lines(plan)), err=True)
         return 0
-    from jobkit.manager.envcheck import check_environment
-    from jobkit.render.interpreter import choose_interpreter
-
-    check_environment(loaded, choose_interpreter(loaded.spec.env), Path.cwd())
+    check_job_environment(loaded, Path.cwd())
+    plan = _frozen(plan, loaded)  # the code snapshot and provenance: docs/provenance.md
     with Store() as store:
-        _reconcile(store)
+        reconcile(store)
         if sweep:
             return sweepsubmit.submit_and_report(store, plan, wait=wait, as_json=as_json)
         record = pipeline.submit(store, plan)
@@ -90,7 +148,7 @@ def submit(spec_args: SpecArgs, dry_run: bool, wait: bool, no_check: bool, as_js
             click.echo(submitted_line(record))
         if not wait:
             return 0
-        final = _wait(store, record, stream=not as_json)
+        final = wait_for_job(store, record, stream=not as_json)
         if as_json:
             click.echo(json.dumps(final.to_dict(), indent=2))
         from jobkit.manager.refresh import exit_status_for
@@ -98,109 +156,12 @@ def submit(spec_args: SpecArgs, dry_run: bool, wait: bool, no_check: bool, as_js
         return exit_status_for(final)
 
 
-def _checked(loaded: LoadedSpec, script: str, *, scheduler: bool) -> bool:
-    """The fast checks of `jobkit check` (the program; the scheduler's fast answers unless a
-    dry run): each problem one line on stderr; False when any (nothing is recorded)."""
-    from jobkit.check.run import check_loaded
+def _frozen(plan: Plan, loaded: LoadedSpec) -> Plan:
+    """The plan with its code frozen (a note when it cannot be: outside git, a backend
+    that runs the submit folder in place)."""
+    from jobkit.manager.prepare import freeze_code
 
-    report = check_loaded(
-        loaded, Path.cwd(), script=script, scheduler=scheduler, thorough=False, trainer=False
-    )
-    for problem in report.problems:
-        click.echo(problem.line_text(), err=True)
-    if report.problems:
-        count = len(report.problems)
-        click.echo(
-            f"jobkit: not submitted: {count} problem{'s' if count > 1 else ''}"
-            " (`jobkit check` for more; --no-check submits anyway)",
-            err=True,
-        )
-    return report.ok
-
-
-def _reconcile(store: Store) -> None:
-    from jobkit.manager.submit import reconcile_submissions
-
-    done = reconcile_submissions(store)
-    for err in done.errors:
-        click.echo(f"jobkit: warning: could not reconcile submissions: {err.show()}", err=True)
-
-
-def _wait(store: Store, record: JobRecord, *, stream: bool) -> JobRecord:
-    """Follow the job: its output on stdout (when there is a log file), states on stderr,
-    and (with `stream`) a training job's progress line (cli/progress.py)."""
-    from jobkit.cli.progress import ProgressLine
-
-    progress = ProgressLine() if stream else None
-
-    def on_change(current: JobRecord) -> None:
-        if progress is not None:
-            progress.clear()
-        words = [f"jobkit: {current.jobkit_id} {current.state}"]
-        if current.raw_state and current.raw_state != current.state:
-            words.append(f"({current.raw_state})")
-        if current.nodes:
-            words.append(f"on {current.nodes}")
-        if current.reason and current.state != "RUNNING":
-            words.append(f"- {current.reason}")
-        if current.exit_code is not None and current.is_final:
-            words.append(f"exit code {current.exit_code}")
-        click.echo(" ".join(words), err=True)
-
-    def on_failure(failure: BackendFailure) -> None:
-        if progress is not None:
-            progress.clear()
-        click.echo(f"jobkit: {failure.warning()}", err=True)
-
-    from jobkit.cli.watch import next_attempt
-
-    try:
-        while True:  # each attempt of the run in turn (docs/runs.md)
-            waiter = Waiter(store, record.jobkit_id, on_change, on_failure)
-            final = _wait_attempt(store, record, waiter, progress=progress)
-            following = next_attempt(store, final)
-            if following is None:
-                return final
-            record = following
-    finally:
-        if progress is not None:
-            progress.clear()
-
-
-def _wait_attempt(
-    store: Store, record: JobRecord, waiter: Waiter, *, progress: ProgressLine | None
-) -> JobRecord:
-    """Follow one job to its end (a job preempted and not requeued never becomes final:
-    accounting saying it ended is its end)."""
-    from jobkit.manager.attempts import has_ended
-
-    def done() -> bool:
-        current = store.get(record.jobkit_id)
-        if progress is not None:
-            progress.update([current])
-        return waiter.done() or has_ended(current)
-
-    sources = _log_sources(record) if progress is not None else []
-    if sources:
-        from jobkit.logs.follow import FollowTiming, follow
-
-        for line in follow(sources, done, timing=FollowTiming(done_interval_s=0.5)):
-            if progress is not None:
-                progress.clear()
-            click.echo(line.render())
-    else:
-        while not done():
-            waiter.sleep_until_due()
-    return store.get(record.jobkit_id)
-
-
-def _log_sources(record: JobRecord) -> list[LogSource]:
-    """What `jobkit logs ID -f` shows (rank 0's output and the job's own); none for an array."""
-    if record.is_array or "out" not in record.log_paths:
-        return []
-    from jobkit.logs.files import job_view
-
-    selection = job_view(record.log_paths, record.spec, record.extra)
-    if selection.note:
-        click.echo(f"jobkit: {selection.note}", err=True)
-    return selection.sources
+    frozen, note = freeze_code(plan, loaded)
+    if note:
+        click.echo(f"jobkit: note: {note}", err=True)
+    return frozen

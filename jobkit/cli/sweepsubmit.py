@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from jobkit.cli.sweepview import backend_word, short_overrides, task_overrides
+from jobkit.cli.sweepview import backend_word
+from jobkit.cli.taskfacts import short_overrides, task_overrides
 from jobkit.core.display import printable_lines
 from jobkit.registry.store import JobRecord, Store
 

@@ -7,19 +7,22 @@ left out unless asked for. Rows outside sweeps and runs cost one attribute test 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobkit.backends.registry import known_class
-from jobkit.cli.jobview import TABLE_COLUMNS, elapsed_now, format_duration, format_exit
+from jobkit.cli.jobview import TABLE_COLUMNS, elapsed_now, format_exit
+from jobkit.cli.taskfacts import short_overrides, task_overrides
 from jobkit.core.lifecycle import SUBMITTING, State
+from jobkit.core.units import format_duration
 from jobkit.registry.reader import RegistryReader
 from jobkit.registry.record import JobRecord
+from jobkit.registry.selection import newest_attempts
 
 if TYPE_CHECKING:
-    from jobkit.registry.store import Store
+    pass
 
 STATE_ORDER = (SUBMITTING, *(s.value for s in State))
 
@@ -28,56 +31,6 @@ def backend_word(backend: str) -> str:
     """The scheduler's name in sentences (Backend.display_name), or the backend's name."""
     found = known_class(backend)
     return found.label() if found else backend
-
-
-def short_key(key: str, keys: Iterable[str]) -> str:
-    """A dotted override key by its last part (`optim.lr` -> `lr`) unless another key of
-    the set ends the same way."""
-    tail = key.rsplit(".", 1)[-1]
-    clash = sum(1 for other in keys if other.rsplit(".", 1)[-1] == tail)
-    return tail if clash <= 1 else key
-
-
-def short_overrides(overrides: Mapping[str, Any] | None) -> str:
-    """`lr=0.001 d_model=64` ('-' for none)."""
-    if not overrides:
-        return "-"
-    keys = list(overrides)
-    return " ".join(f"{short_key(k, keys)}={_value(v)}" for k, v in overrides.items())
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    return str(value)
-
-
-def task_overrides(record: JobRecord, sweep_files: dict[Path, dict[str, Any]]) -> dict[str, Any]:
-    """A task's overrides: kept in the row's extra at submission, else its sweep's
-    sweep.json (read once per folder into `sweep_files`)."""
-    from jobkit.manager.sweep import overrides_of, read_sweep_file
-
-    found = overrides_of(record.extra.get("overrides"))
-    if found is not None:
-        return found
-    if record.task is None:
-        return {}
-    for folder in _sweep_folders(record):
-        if folder not in sweep_files:
-            sweep_files[folder] = read_sweep_file(folder)
-        mapping = sweep_files[folder]
-        if record.task in mapping:
-            return dict(mapping[record.task])
-    return {}
-
-
-def _sweep_folders(record: JobRecord) -> list[Path]:
-    folders = [record.job_dir]
-    if record.sweep_id and record.job_dir.name != record.sweep_id:
-        folders.append(record.job_dir.parent / record.sweep_id)
-    return folders
 
 
 @dataclass
@@ -148,19 +101,6 @@ def _task_number(task: str | None) -> int:
     return int(task) if task is not None and task.isdigit() else -1
 
 
-def newest_attempts(records: Sequence[JobRecord]) -> list[JobRecord]:
-    """The records without those a later attempt of the same run supersedes (order kept).
-    Rows of single-attempt runs pass with one comparison each."""
-    later: dict[str, int] = {}
-    for record in records:
-        if record.attempt > 1:
-            key = record.run_key
-            later[key] = max(later.get(key, 1), record.attempt)
-    if not later:
-        return list(records)
-    return [r for r in records if r.attempt >= later.get(r.run_key, r.attempt)]
-
-
 Item = JobRecord | SweepGroup
 
 
@@ -196,16 +136,17 @@ def attempt_mark(record: JobRecord) -> str:
 
 
 def sweep_row(group: SweepGroup, now: float) -> tuple[str, ...]:
-    """The sweep's line, in the status table's columns."""
+    """The sweep's line, in the status table's columns (ELAPSED: its wall time)."""
+    from jobkit.cli.sweeptime import sweep_wall_s
+
     first = group.first
-    elapsed = [e for e in (elapsed_now(r, now) for r in group.tasks) if e is not None]
     return (
         group.sweep_id,
         group.array_job or "-",
         first.name,
         first.backend,
         group.summary(),
-        format_duration(max(elapsed) if elapsed else None),
+        format_duration(sweep_wall_s(group.rows, now)),
         "-",
         "-",
     )
@@ -271,52 +212,6 @@ def render_listing(
 
 def _task_order(record: JobRecord) -> tuple[int, int, float]:
     return (_task_number(record.task), record.attempt, record.created_at)
-
-
-def attempts_line(attempts: Sequence[JobRecord]) -> str:
-    """`1 jkA 123 PREEMPTED, 2 jkB 130 RUNNING`."""
-    return ", ".join(
-        f"{r.attempt} {r.jobkit_id} {r.scheduler_id or '-'} {r.state}" for r in attempts
-    )
-
-
-def sweep_fact(record: JobRecord) -> str | None:
-    """`jkSWEEP task 2 (lr=0.001 d_model=64)` for a sweep's task, else None."""
-    if record.sweep_id is None:
-        return None
-    overrides = short_overrides(task_overrides(record, {}))
-    return f"{record.sweep_id} task {record.task} ({overrides})"
-
-
-def named_sweeps(
-    store: RegistryReader, texts: Sequence[str]
-) -> tuple[dict[str, list[JobRecord]], list[str]]:
-    """The sweep ids among what a user typed (sweep id -> its rows), and the other texts."""
-    sweeps: dict[str, list[JobRecord]] = {}
-    others: list[str] = []
-    for text in texts:
-        rows = store.sweep(text.strip())
-        if rows:
-            sweeps[text.strip()] = rows
-        else:
-            others.append(text)
-    return sweeps, others
-
-
-def named_jobs(store: Store, ids: Sequence[str], last: bool) -> list[JobRecord]:
-    """The jobs named, in order, once each: a sweep's id (or --last after a sweep) stands for
-    its tasks' newest attempts."""
-    from jobkit.registry.ids import resolve_jobs, with_last
-
-    texts = with_last(store, ids, last)
-    sweeps, _ = named_sweeps(store, texts)
-    records: list[JobRecord] = []
-    for text in texts:
-        found = newest_attempts(sweeps[text.strip()]) if text.strip() in sweeps else None
-        for record in found if found is not None else resolve_jobs(store, [text]):
-            if all(r.jobkit_id != record.jobkit_id for r in records):
-                records.append(record)
-    return records
 
 
 def sweep_groups(

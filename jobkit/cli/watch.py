@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import click
 
-from jobkit.core.errors import JobkitError, UsageError
+from jobkit.core.errors import UsageError
 from jobkit.registry.store import JobRecord, Store
 
 EXIT_STALE = 3
@@ -25,27 +25,22 @@ FOLLOW_RECENT_S = 86_400.0
 def resubmit_ended_runs(
     store: Store, before: Sequence[JobRecord], after: Sequence[JobRecord], *, as_json: bool = False
 ) -> list[JobRecord]:
-    """After a refresh: the nodes of jobs that failed on them go on the exclude list
-    (manager/badnodes.py, docs/nodes.md), then the resubmission decision
-    (manager/attempts.py, docs/runs.md), one line on stderr per node listing and per run
-    resubmitted (or per failed resubmission); the new attempts' rows."""
-    from jobkit.manager.attempts import resubmit_ended
-    from jobkit.manager.badnodes import note_bad_nodes
+    """After a refresh, what manager/followup.py does (bad nodes, broken chains, next
+    attempts, re-linked chains), one line on stderr each (a resubmission as JSON on stdout
+    with --json); the new attempts' rows."""
+    from jobkit.manager.followup import follow_up
 
-    for line in note_bad_nodes(store, before, after):
+    done = follow_up(store, before, after)
+    for line in done.notes:
         click.echo(f"jobkit: {line}", err=True)
-
-    def on_error(record: JobRecord, err: JobkitError) -> None:
-        why = " ".join(err.show().split())
-        click.echo(f"jobkit: warning: could not resubmit {record.jobkit_id}: {why}", err=True)
-
-    done = resubmit_ended(store, before, after, on_error=on_error)
-    for resubmission in done:
+    for resubmission in done.resubmissions:
         if as_json:
             click.echo(json.dumps({"event": "resubmitted", **resubmission.to_dict()}))
         else:
             click.echo(resubmission.line(), err=True)
-    return [r.record for r in done]
+    for line in done.later:
+        click.echo(f"jobkit: {line}", err=True)
+    return [r.record for r in done.resubmissions]
 
 
 def next_attempt(store: Store, record: JobRecord) -> JobRecord | None:
@@ -62,8 +57,8 @@ def _latest(store: Store, run_keys: Sequence[str]) -> list[JobRecord]:
 def _followed(store: Store, ids: Sequence[str]) -> list[str]:
     """The runs to follow: of the given jobs (a sweep's id: its tasks), or of every
     unfinished tracked job."""
-    from jobkit.cli.sweepview import named_jobs
     from jobkit.manager.attempts import has_ended
+    from jobkit.registry.selection import named_jobs
 
     records = (
         named_jobs(store, ids, False) if ids else store.list_jobs(recent_final_s=FOLLOW_RECENT_S)
@@ -121,12 +116,14 @@ def watch(ids: tuple[str, ...], interval: float, as_json: bool) -> int:
 
     A run whose job the scheduler did not requeue (preempted, NODE_FAIL, `scontrol requeue`
     refused) is resubmitted as its next attempt, up to scheduler.max_attempts
-    (docs/runs.md). Each state change is one line on stderr.
+    (docs/runs.md). Each state change is one line on stderr. A job's `notify:` events are
+    sent from here, each once (docs/notify.md); a broken chain is said once (docs/chains.md).
     """
     from jobkit.cli.progress import ProgressLine
     from jobkit.core.display import printable
     from jobkit.manager.attempts import has_ended
     from jobkit.manager.refresh import refresh
+    from jobkit.notify.dispatch import notify_jobs
 
     if interval <= 0:
         raise UsageError(f"--interval {interval:g}: must be a positive number of seconds")
@@ -147,6 +144,8 @@ def watch(ids: tuple[str, ...], interval: float, as_json: bool) -> int:
                 click.echo(f"jobkit: {failure.warning()}", err=True)
             resubmit_ended_runs(store, before, result.records, as_json=as_json)
             latest = _latest(store, runs)
+            for line in notify_jobs(store, latest):  # once each, whoever sees it first
+                click.echo(f"jobkit: {line}", err=True)
             for record in latest:
                 key = (record.state, record.scheduler_id)
                 if seen.get(record.jobkit_id) != key:

@@ -35,8 +35,8 @@ def why(ids: tuple[str, ...], last: bool, as_json: bool) -> int:
     (each of its tasks; --last: the last submission, a whole sweep too). A job that is not
     waiting is said to be so, with its timeline. See docs/why.md.
     """
-    from jobkit.cli.sweepview import named_jobs
     from jobkit.cli.whyview import JobWhy, render_why, why_dict
+    from jobkit.registry.selection import named_jobs
 
     if not ids and not last:
         raise UsageError("give one or more job IDs (or --last)")

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobkit.backends.waiting import ESTIMATE_LABEL, WAITING_STATES, WaitInfo
-from jobkit.cli.jobview import format_duration, format_time
+from jobkit.cli.jobview import format_time
+from jobkit.core.units import format_duration
 from jobkit.registry.record import SUBMITTING, JobRecord
 
 NO_ESTIMATE = "none from the scheduler (it plans a start only for a job it could run)"

@@ -216,8 +216,9 @@ def apply_observation(job: JobProgress, obs: Observed, at: float) -> Progress | 
     CANCELLED (the job died of it); any other end (SUCCEEDED before the cancel reached it)
     stands. A job that goes from RUNNING back to QUEUED or HELD counts one requeue, unless
     the observation carries the scheduler's own count (never lowered). Values the
-    scheduler did not give (None) keep what was known; `final_at` is when a final state was
-    first seen, cleared when the job runs again (a requeue).
+    scheduler did not give (None) keep what was known (not the elapsed time across a
+    requeue); `final_at` is when a final state was first seen, cleared when the job runs
+    again (a requeue).
     """
     new_state = obs.state
     if job.state_source == StateSource.CANCEL:
@@ -230,6 +231,9 @@ def apply_observation(job: JobProgress, obs: Observed, at: float) -> Progress | 
         requeues = max(requeues, obs.requeues)
     elif job.state == State.RUNNING.value and obs.state in (State.QUEUED, State.HELD):
         requeues += 1
+    # A requeue starts the scheduler's clock again: the ended run's time is not this run's
+    # (core/earlier_runs.py keeps it).
+    elapsed_s = obs.elapsed_s if requeues > job.requeues else _known(obs.elapsed_s, job.elapsed_s)
     final_at = None
     if new_state.is_final:
         final_at = job.final_at or at
@@ -244,7 +248,7 @@ def apply_observation(job: JobProgress, obs: Observed, at: float) -> Progress | 
         signal=_known(obs.signal, job.signal),
         requeues=requeues,
         nodes=_known(obs.nodes, job.nodes),
-        elapsed_s=_known(obs.elapsed_s, job.elapsed_s),
+        elapsed_s=elapsed_s,
         max_rss=_known(obs.max_rss, job.max_rss),
         cpu_time=_known(obs.cpu_time, job.cpu_time),
     )

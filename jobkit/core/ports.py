@@ -1,5 +1,5 @@
 """The one rule for `launch.master_port: auto` (docs/design.md, "Ports"). Stdlib only: the
-trainer (train/env.py) and the submitit job side import it too, and the templates get its
+trainer (train/env/launch.py) and the submitit job side import it too, and the templates get its
 numbers and implement the same steps in bash (templates/common/macros.sh.j2).
 
     port = PORT_BASE + (N + array index) % PORT_SPAN

@@ -2,21 +2,46 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from jobkit.core.conventions import EXIT_CODE_FILE as EXIT_FILE
 from jobkit.core.conventions import FAILURE_FILE, PREEMPTED_FILE
 
 
-def read_exit_file(run_dir: str | Path | None) -> int | None:
-    """The exit code written to `<run_dir>/exit_code`, or None (no folder, file or number)."""
+def read_exit_file(run_dir: str | Path | None, job_id: str | None = None) -> int | None:
+    """The exit code written to `<run_dir>/exit_code`, or None (no folder, file or number).
+
+    The script writes the code on the first line and its scheduler job id on the second. A
+    run's attempts share the folder: given `job_id`, a file another job wrote is not this
+    job's and reads as None (a file without a second line, from an older jobkit, counts).
+    """
     if not run_dir:
         return None
     try:
-        text = (Path(run_dir) / EXIT_FILE).read_text().strip()
+        text = (Path(run_dir) / EXIT_FILE).read_text()
     except (OSError, UnicodeDecodeError):
         return None
-    return int(text) if text.lstrip("-").isdigit() else None
+    lines = text.splitlines()
+    first = lines[0].strip() if lines else ""
+    if not first.lstrip("-").isdigit():
+        return None
+    owner = lines[1].strip() if len(lines) > 1 else ""
+    if job_id and owner and not same_job(owner, job_id):
+        return None
+    return int(first)
+
+
+def same_job(one: str, other: str) -> bool:
+    """Whether two scheduler ids name the same job: the same leading job number (`123`,
+    `123.server`, `123_4`, `123[4]`, `123.4`), else the same text."""
+    ours, theirs = _JOB_NUMBER.match(one.strip()), _JOB_NUMBER.match(other.strip())
+    if ours and theirs:
+        return ours.group() == theirs.group()
+    return one.strip() == other.strip()
+
+
+_JOB_NUMBER = re.compile(r"\d+")
 
 
 _FAILURE_MAX_CHARS = 500

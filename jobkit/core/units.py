@@ -1,4 +1,6 @@
-"""Parsing and formatting of the spec's units: durations and memory sizes."""
+"""Parsing and formatting of durations and memory sizes: the spec's units, the schedulers'
+clocks (`[D-][H:]M:S`) and how jobkit shows an elapsed time, an ETA or an age. The one
+place these are read and written (issue 23: one reader per unit)."""
 
 from __future__ import annotations
 
@@ -122,3 +124,60 @@ def format_period(seconds: float) -> str:
         if whole >= size and whole % size == 0:
             return f"{whole // size}{unit}"
     return f"{whole}s"
+
+
+def parse_clock(text: str) -> float | None:
+    """Seconds from a scheduler's `[D-][HH:]MM:SS[.mmm]` (squeue %M, sacct Elapsed and
+    TotalCPU); None when blank or not a time."""
+    text = text.strip()
+    if not text:
+        return None
+    days = 0
+    if "-" in text:
+        head, _, text = text.partition("-")
+        if not head.isdigit():
+            return None
+        days = int(head)
+    parts = text.split(":")
+    if len(parts) > 3:
+        return None
+    seconds = 0.0
+    for part in parts:
+        whole, dot, fraction = part.partition(".")
+        if not whole.isdigit() or (dot and not fraction.isdigit()):
+            return None
+        seconds = seconds * 60 + float(part)
+    return days * 86400 + seconds
+
+
+def format_duration(seconds: float | None) -> str:
+    """`0:05`, `1:02:03`, `2-03:04:05` (Slurm's style, whole seconds); `-` when unknown."""
+    if seconds is None:
+        return "-"
+    return _clock(int(max(seconds, 0)), day_separator="-")
+
+
+def format_clock(seconds: float) -> str:
+    """`0:42`, `1:32:00`, `2d 03:10:00`: an ETA as a clock reads (rounded seconds)."""
+    return _clock(round(max(seconds, 0.0)), day_separator="d ")
+
+
+def _clock(total: int, *, day_separator: str) -> str:
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}{day_separator}{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def format_age(seconds: float, *, fine: bool = False) -> str:
+    """`45s`, `3m`, `2h`, `4d`; with `fine`, two units past an hour: `3h05m`, `2d04h`."""
+    total = int(max(seconds, 0.0))
+    if total < 60:
+        return f"{total}s"
+    if total < 3600:
+        return f"{total // 60}m"
+    if total < 86400:
+        return f"{total // 3600}h{total % 3600 // 60:02d}m" if fine else f"{total // 3600}h"
+    return f"{total // 86400}d{total % 86400 // 3600:02d}h" if fine else f"{total // 86400}d"

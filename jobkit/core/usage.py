@@ -55,6 +55,9 @@ class Usage:
     steps: tuple[StepUsage, ...] = ()
     notes: tuple[str, ...] = ()
     """What the scheduler could not say (shown to the user as they are)."""
+    requeued_run: bool = False
+    """The figures are of a run that was requeued: the job waits again, and accounting has
+    no line for its next run yet (that run's time is among the record's earlier runs)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -67,6 +70,7 @@ class Usage:
             "cpus": self.cpus,
             "cpu_s": self.cpu_s,
             "max_rss_mb": self.max_rss_mb,
+            "requeued_run": self.requeued_run,
             "steps": [
                 {
                     "name": s.name,

@@ -6,6 +6,7 @@ duplicate key, top level not a mapping) is a one-line SpecError naming the file 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,8 +179,22 @@ _RESOLVER = yaml.resolver.Resolver()
 
 
 def _compose(text: str, file: str, *, with_line: bool = True) -> yaml.Node | None:
+    """The node tree of `text`, by libyaml where PyYAML has it. Should libyaml refuse the
+    text, PyYAML's own parser reads it again: its messages say more ("expected ',' or ']',
+    but got ':'" where libyaml says "did not find expected ',' or ']'"), and the verdict
+    and message are the same with or without libyaml. Texts libyaml would read where PyYAML
+    refuses them go to PyYAML's parser alone (see _PYYAML_ONLY; tests/spec/test_yaml_parsers.py
+    compares the two parsers)."""
+    if _LibyamlParser is not None and not _FORCE_PURE and _PYYAML_ONLY.search(text) is None:
+        fast = _LibyamlLoader(text)
+        try:
+            return fast.get_single_node()
+        except yaml.YAMLError:
+            pass
+        finally:
+            fast.dispose()
     try:
-        loader = _DepthLimitedLoader(text)  # the reader checks every character here
+        loader = _PureLoader(text)  # the reader checks every character here
     except yaml.reader.ReaderError as err:
         line = text[: err.position].count("\n") + 1 if with_line else None
         message = f"invalid YAML: unacceptable character #x{err.character:04x} ({err.reason})"
@@ -199,35 +214,80 @@ def _compose(text: str, file: str, *, with_line: bool = True) -> yaml.Node | Non
         loader.dispose()
 
 
-class _DepthLimitedLoader(yaml.SafeLoader):
-    """SafeLoader whose composer stops at MAX_DEPTH levels: PyYAML composes recursively
-    (deep input ends in RecursionError) and scans flow collections in time quadratic in
-    their depth (a 1 MiB `[[[[...` would take hours), so both stop right there."""
+_PYYAML_ONLY = re.compile(yaml.reader.Reader.NON_PRINTABLE.pattern + "|[\t\ufeff]")
+"""A text with one of these goes to PyYAML's parser alone: the characters PyYAML's reader
+refuses, tabs (libyaml takes one after a key or in a flow collection's indentation) and a
+byte-order mark past the start (libyaml skips one at the start of any line)."""
 
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
+
+class _DepthLimit:
+    """A composer that stops at MAX_DEPTH levels: PyYAML composes recursively (deep input
+    ends in RecursionError), so deeper input is refused right there. Plain scalars get
+    style None, as PyYAML's own parser gives them (libyaml's gives '')."""
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark  # type: ignore[attr-defined]
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested more than {MAX_DEPTH} levels deep", mark
+                )
+            node: yaml.Node | None = super().compose_node(parent, index)  # type: ignore[misc]
+            return node
+        finally:
+            self._depth -= 1
+
+    def compose_scalar_node(self, anchor: Any) -> Any:
+        node = super().compose_scalar_node(anchor)  # type: ignore[misc]
+        if node.style == "":
+            node.style = None
+        return node
+
+
+class _PureLoader(_DepthLimit, yaml.SafeLoader):
+    """PyYAML's pure-Python parser: the texts libyaml does not take as PyYAML would, the
+    refusals' messages, and everything where PyYAML was built without libyaml."""
 
     def fetch_flow_collection_start(self, TokenClass: type[yaml.Token]) -> None:
         """`[` or `{`: the scanner reads a flow collection ahead to its end (to find simple
-        keys), so the depth is checked here, before any of that work."""
+        keys) in time quadratic in its depth (a 1 MiB `[[[[...` would take hours), so the
+        depth is checked here, before any of that work."""
         if self.flow_level >= MAX_DEPTH:
             raise yaml.scanner.ScannerError(
                 None, None, f"nested more than {MAX_DEPTH} levels deep", self.get_mark()
             )
         super().fetch_flow_collection_start(TokenClass)
 
-    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
-        self._depth += 1
-        try:
-            if self._depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
-                raise yaml.composer.ComposerError(
-                    None, None, f"nested more than {MAX_DEPTH} levels deep", mark
-                )
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+
+_LibyamlParser: Any
+try:
+    from yaml._yaml import CParser as _LibyamlParser
+except ImportError:  # PyYAML without libyaml
+    _LibyamlParser = None
+
+
+if _LibyamlParser is not None:
+
+    class _LibyamlLoader(
+        _DepthLimit,
+        yaml.composer.Composer,
+        yaml.resolver.Resolver,
+        _LibyamlParser,  # type: ignore[misc]
+    ):
+        """libyaml's parser (C: a typical spec in a tenth of the time) under PyYAML's own
+        composer and resolver, so the nodes, marks and depth limit are the same."""
+
+        def __init__(self, stream: str) -> None:
+            _LibyamlParser.__init__(self, stream)
+            yaml.composer.Composer.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+
+
+_FORCE_PURE = False
+"""Tests compare the two parsers on the same input (tests/spec/test_yaml_parsers.py)."""
 
 
 class _Builder:
@@ -261,8 +321,14 @@ class _Builder:
                 return value
             except Exception as err:
                 # PyYAML's constructors raise more than YAMLError: ValueError for a date like
-                # 2001-13-45 or an integer of over 4300 digits, KeyError for `!!bool maybe`
-                text = str(err) if not isinstance(err, KeyError) else f"not a value: {err}"
+                # 2001-13-45 or an integer of over 4300 digits, KeyError for `!!bool maybe`.
+                # The line is the node's: a marked error's own mark is left out.
+                if isinstance(err, yaml.MarkedYAMLError) and err.problem:
+                    text = err.problem
+                elif isinstance(err, KeyError):
+                    text = f"not a value: {err}"
+                else:
+                    text = str(err)
                 why = _one_line(text).split(": use sys.")[0].split("; use sys.")[0]
                 raise self.error(f"invalid YAML value: {why}", node, path) from None
         if id(node) in self.active:

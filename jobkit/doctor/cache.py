@@ -5,6 +5,8 @@ scans logs again (status is benchmarked on 10,000 jobs)."""
 from __future__ import annotations
 
 import contextlib
+import glob
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,8 +28,10 @@ STATUS_STATES = frozenset(
 )
 """The failed states whose diagnosis status shows (a cancelled job was meant to stop)."""
 MAX_NEW_PER_STATUS = 20
-"""At most this many jobs are diagnosed by one `jobkit status` (the newest first); the others
-on later calls. Each costs a scan of its logs, once."""
+"""At most this many jobs with logs to read are diagnosed by one `jobkit status` (the newest
+first); the others on later calls. Each costs a scan of its logs, once. A job with no log
+file at all costs no scan: it is diagnosed (from its state) in the same call, whatever the
+number, so that a thousand failed jobs without logs are not tried again on 50 calls."""
 
 
 def cached(record: JobRecord) -> dict[str, Any] | None:
@@ -76,15 +80,37 @@ def with_diagnoses(
     shown: list[JobRecord] = []
     budget = limit
     for record in records:
-        if budget > 0 and record.state in STATUS_STATES and cached(record) is None:
+        if record.state in STATUS_STATES and cached(record) is None:
+            reads_logs = has_log_files(record)
+            if reads_logs and budget <= 0:
+                shown.append(record)
+                continue
             from jobkit.doctor.classify import diagnose_record  # only when one is needed
 
-            budget -= 1
+            budget -= reads_logs
             # unreadable logs: status shows no diagnosis; `jobkit doctor` says why
             with contextlib.suppress(OSError, ValueError, UnicodeError):
                 record = remember(store, record, diagnose_record(record))
         shown.append(record)
     return shown
+
+
+def has_log_files(record: JobRecord) -> bool:
+    """Whether any of the job's log files or its run folder exists (an array's `{task}`
+    path: any task's), i.e. whether diagnosing it means reading logs."""
+    rank_file = record.extra.get("rank_file")
+    patterns = [record.log_paths.get(key) for key in ("out", "err", "run_dir")]
+    if isinstance(rank_file, str):
+        patterns.append(rank_file.replace("{rank}", "{task}"))
+    for pattern in patterns:
+        if not pattern:
+            continue
+        if "{task}" not in pattern:
+            if os.path.exists(pattern):
+                return True
+        elif glob.glob(glob.escape(pattern).replace("{task}", "*")):
+            return True
+    return False
 
 
 def with_diagnosis(data: dict[str, Any], record: JobRecord) -> dict[str, Any]:

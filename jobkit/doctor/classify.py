@@ -6,7 +6,9 @@ class (`RuntimeError: ... Connection closed by peer` is a lost connection, not t
 The job's class is the first class of the table that has lines, or whose state or signal
 the scheduler reported; a scheduler state (TIMEOUT, CANCELLED...) wins over log lines, which
 are then listed as "also seen". The first failing rank is the one whose line came first:
-by its own time stamp or the next one in its file, then by file order.
+by its own time stamp, the next one in its file or the file's last write, then by file
+order. A class that follows a peer's death (an NCCL error, a lost connection, an abort at
+teardown) yields to another failure seen before it: the first failure by time is the cause.
 """
 
 from __future__ import annotations
@@ -75,18 +77,29 @@ class _Match:
         """The rank torchrun's root-cause block names for this line."""
 
 
-def line_class(text: str) -> FailureClass | None:
-    """The first specific class whose pattern matches this line (not the generic exception)."""
+def line_class(text: str, in_container: bool = False) -> FailureClass | None:
+    """The first specific class whose pattern matches this line (not the generic exception);
+    a container-only class only for a job in a container."""
     for cls in _LINE_ORDER:
-        if cls.matches(text):
+        if (in_container or not cls.container_only) and cls.matches(text):
             return cls
     return None
 
 
-def _next_times(lines: Sequence[Line]) -> list[float | None]:
-    """For each line: its own time, else the next time stamp below it in the file."""
+def _in_container(record: JobRecord) -> bool:
+    """Whether the job ran with a `container:` section (its stored spec says)."""
+    try:
+        return bool(record.spec.get("container"))
+    except (ValueError, AttributeError):
+        return False
+
+
+def _next_times(lines: Sequence[Line], modified: float | None) -> list[float | None]:
+    """For each line: its own time, else the next time stamp below it in the file, else when
+    the file was last written (a line below every stamp was written by then: without it, a
+    rank's unstamped traceback lost to any stamped line, so the rank that printed last won)."""
     result: list[float | None] = [None] * len(lines)
-    upcoming: float | None = None
+    upcoming: float | None = modified
     for index in range(len(lines) - 1, -1, -1):
         if lines[index].time is not None:
             upcoming = lines[index].time
@@ -102,9 +115,11 @@ def _user_frame(frames: list[tuple[str, str, str]]) -> str | None:
     return None if chosen is None else f"{chosen[0]}:{chosen[1]} in {chosen[2]}"
 
 
-def _match_file(log: LogFile, start: int, found: dict[str, list[_Match]]) -> None:
+def _match_file(
+    log: LogFile, start: int, found: dict[str, list[_Match]], in_container: bool = False
+) -> None:
     """Assign the lines of one file to classes (tracebacks followed per rank)."""
-    times = _next_times(log.lines)
+    times = _next_times(log.lines, log.modified)
     open_tb: dict[int | None, list[tuple[str, str, str]]] = {}
     for index, line in enumerate(log.lines):
         text = line.text.strip()
@@ -118,7 +133,7 @@ def _match_file(log: LogFile, start: int, found: dict[str, list[_Match]]) -> Non
             continue
         if _NATIVE_FRAME.match(text):
             continue
-        cls = line_class(text)
+        cls = line_class(text, in_container)
         exception = None
         frames = open_tb.get(key)
         exc = EXCEPTION_LINE.match(text) if frames is not None else None
@@ -175,6 +190,31 @@ def _rank_of(match: _Match, scan: Scan) -> int | None:
 def _first(matches: list[_Match]) -> _Match:
     """The match that came first: by time (own or next stamp), then by scan order."""
     return min(matches, key=lambda m: (m.moment is None, m.moment or 0.0, m.order))
+
+
+def _earliest_cause(chosen: FailureClass, found: dict[str, list[_Match]]) -> FailureClass:
+    """The class of the failure that came first, where the table's choice is one that follows
+    a peer's death (FailureClass.follows_peers: a lost connection, an NCCL error, an abort at
+    teardown): a failure of its own (not the fallback program_exit) seen before it, by time
+    then scan order, is the cause. Without a time for the follower, the table decides."""
+    if not chosen.follows_peers or chosen.name not in found:
+        return chosen
+    follower = _first(found[chosen.name])
+    if follower.moment is None:
+        return chosen
+    earliest: tuple[float, int, FailureClass] | None = None
+    for cls in CLASSES:
+        if cls.follows_peers or cls.name == "program_exit" or cls.name not in found:
+            continue
+        first = _first(found[cls.name])
+        if first.moment is None or (first.moment, first.order) >= (
+            follower.moment,
+            follower.order,
+        ):
+            continue
+        if earliest is None or (first.moment, first.order) < earliest[:2]:
+            earliest = (first.moment, first.order, cls)
+    return chosen if earliest is None else earliest[2]
 
 
 def _summary(cls: FailureClass, match: _Match | None, record: JobRecord) -> str:
@@ -289,8 +329,9 @@ def diagnose(record: JobRecord, scan: Scan, *, outcome: str | None = None) -> Di
         return result
     found: dict[str, list[_Match]] = {}
     start = 0
+    in_container = _in_container(record)
     for log in scan.files:
-        _match_file(log, start, found)
+        _match_file(log, start, found, in_container)
         start += len(log.lines)
     by_state = next((c for c in CLASSES if record.state in c.states), None)
     by_signal = next((c for c in CLASSES if record.signal in c.signals), None)
@@ -300,7 +341,7 @@ def diagnose(record: JobRecord, scan: Scan, *, outcome: str | None = None) -> Di
         earlier = [c for c in before if c.name in found and (c.states or c is CLASSES[0])]
         chosen = earlier[0] if earlier else by_state
     elif candidates:
-        chosen = candidates[0]
+        chosen = _earliest_cause(candidates[0], found)
     elif result.outcome == "running":
         return result
     else:

@@ -14,6 +14,7 @@ host's name from `jobkit: host N (NAME) of M` in node-N.out or the job's host li
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import re
@@ -77,6 +78,9 @@ class LogFile:
     node: int | None = None
     root_rank: int | None = None
     """torchrun's "first observed failure" on this host (node files)."""
+    modified: float | None = None
+    """When the file was last written (epoch seconds): no line in it is later. A line with no
+    time stamp at or below it (a rank's own traceback in rank-R.out) was written by then."""
 
 
 @dataclass
@@ -191,6 +195,8 @@ def read_file(
     except OSError:
         return None
     log = LogFile(path, [], rank=rank, node=node)
+    with contextlib.suppress(OSError):
+        log.modified = path.stat().st_mtime
     in_root_cause = False
     for offset, raw in enumerate(text.splitlines()):
         body, own_rank, stamp = _split_prefix(raw.rstrip(), procs_per_node, node)

@@ -5,9 +5,7 @@ one command per node, all nodes at once. The backend says how to reach a node
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -170,39 +168,28 @@ def collect_stacks(
     for beat in beats:
         nodes[(beat.node, beat.node_index)].append(beat)
     stacks: list[RankStack] = []
-    started: list[tuple[str, list[RankBeat], list[str], subprocess.Popen[str]]] = []
+    asked: list[tuple[str, list[RankBeat]]] = []
+    commands: list[list[str]] = []
     for (node, index), ranks in nodes.items():
         argv = backend.on_node_argv(job, node, index, remote_argv(ranks))
         if argv is None:
             why = f"stacks cannot be collected for the {backend.name} backend"
             stacks += [RankStack(b.rank, node, b.pid, error=why) for b in ranks]
             continue
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                encoding="utf-8",
-                errors="replace",
-            )
-        except OSError as err:
-            stacks += [RankStack(b.rank, node, b.pid, error=f"{argv[0]}: {err}") for b in ranks]
+        asked.append((node, ranks))
+        commands.append(argv)
+    from jobkit.core.proc import run_parallel
+
+    for (node, ranks), done in zip(asked, run_parallel(commands, timeout=timeout_s), strict=True):
+        if done.error is not None:
+            error = f"{done.argv[0]}: {done.error.removeprefix('cannot run: ')}"
+            stacks += [RankStack(b.rank, node, b.pid, error=error) for b in ranks]
             continue
-        started.append((node, ranks, argv, proc))
-    deadline = time.monotonic() + timeout_s
-    for node, ranks, argv, proc in started:
-        try:
-            out, stderr = proc.communicate(timeout=max(deadline - time.monotonic(), 0.1))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
-            stderr = f"no answer in {timeout_s:g} s"
-        parsed = parse_dumps(out, ranks, node)
-        reason = (stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        stderr = f"no answer in {timeout_s:g} s" if done.timed_out else done.stderr
+        parsed = parse_dumps(done.stdout, ranks, node)
+        reason = (stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
         stacks += [
-            RankStack(s.rank, s.node, s.pid, error=f"{argv[0]} on {node}: {reason}")
+            RankStack(s.rank, s.node, s.pid, error=f"{done.argv[0]} on {node}: {reason}")
             if s.error == f"no answer from {node}"
             else s
             for s in parsed

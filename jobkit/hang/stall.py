@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jobkit.core import units
 from jobkit.core.conventions import HEARTBEAT_DIR
 from jobkit.core.lifecycle import State
 from jobkit.registry.record import JobRecord
@@ -161,7 +162,7 @@ class Progress:
         step = min(self.last_step, total)
         text = f"step {step:,}/{total:,} ({100 * step // max(total, 1)}%)"
         eta = self.eta_s()
-        return text if eta is None else f"{text} ETA {format_clock(eta)}"
+        return text if eta is None else f"{text} ETA {units.format_clock(eta)}"
 
     def progress_dict(self) -> dict[str, Any] | None:
         """`status --json`'s `progress`: step, total, percent, steps/s and ETA seconds."""
@@ -261,24 +262,6 @@ def with_stall(data: dict[str, Any], record: JobRecord, now: float) -> dict[str,
     return data
 
 
-def format_clock(seconds: float) -> str:
-    """`0:42`, `1:32:00`, `2d 03:10:00`: an ETA as a clock reads."""
-    total = round(max(seconds, 0.0))
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d {hours:02d}:{minutes:02d}:{secs:02d}"
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
-
-
 def format_age(seconds: float) -> str:
-    """`45s`, `12m`, `3h05m`, `2d04h`."""
-    total = int(max(seconds, 0.0))
-    if total < 60:
-        return f"{total}s"
-    if total < 3600:
-        return f"{total // 60}m"
-    if total < 86400:
-        return f"{total // 3600}h{total % 3600 // 60:02d}m"
-    return f"{total // 86400}d{total % 86400 // 3600:02d}h"
+    """`45s`, `12m`, `3h05m`, `2d04h` (core/units.format_age, fine)."""
+    return units.format_age(seconds, fine=True)

@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobkit.backends.registry import known_class
 from jobkit.core.conventions import FINISHED_FILE, REQUEUE_REFUSED_FILE
@@ -26,6 +26,9 @@ from jobkit.core.states import State
 from jobkit.registry.record import JobRecord
 from jobkit.registry.store import Store
 from jobkit.render.attempt import Attempt
+
+if TYPE_CHECKING:
+    from jobkit.backends.base import After
 
 __all__ = ["Attempt", "Resubmission", "RunNotes", "resubmit", "resubmit_ended", "why_resubmit"]
 
@@ -170,7 +173,14 @@ def claim(store: Store, record: JobRecord) -> bool:
     return store.claim_extra(record.jobkit_id, "resubmitted_as", CLAIMED)
 
 
-def retry_once(store: Store, record: JobRecord, *, why: str) -> JobRecord:
+def retry_once(
+    store: Store,
+    record: JobRecord,
+    *,
+    why: str,
+    after: tuple[After, ...] = (),
+    keep_broken: bool = False,
+) -> JobRecord:
     """Attempt N+1 of an ended row's run (`jobkit retry`), started by exactly one of any
     number of concurrent callers: the one whose atomic claim on the row succeeds (as for
     `resubmit_ended`). The others raise JobkitError naming the attempt that one started. A
@@ -178,7 +188,7 @@ def retry_once(store: Store, record: JobRecord, *, why: str) -> JobRecord:
     if not claim(store, record):
         raise JobkitError(already_retried(store, record))
     try:
-        return resubmit(store, record, why=why)
+        return resubmit(store, record, why=why, after=after, keep_broken=keep_broken)
     except BaseException:
         store.update_extra(record.jobkit_id, {"resubmitted_as": None})
         raise
@@ -204,15 +214,24 @@ def already_retried(store: Store, record: JobRecord, *, wait_s: float = RETRY_WA
         time.sleep(0.2)
 
 
-def resubmit(store: Store, record: JobRecord, *, why: str) -> JobRecord:
+def resubmit(
+    store: Store,
+    record: JobRecord,
+    *,
+    why: str,
+    after: tuple[After, ...] = (),
+    keep_broken: bool = False,
+) -> JobRecord:
     """Submit attempt N+1 of the record's run and return its row.
 
     Same spec (a sweep task on an array backend: scheduler.array = that task only), same
     run folder and JOBKIT_RUN_ID, same sweep and task; the site templates it was rendered
-    with. The ended row notes `resubmitted_as` and a history line saying why.
+    with. The ended row notes `resubmitted_as` and a history line saying why. `after`: the
+    jobs it waits for (a chain's stage re-linked, chain/relink.py).
     """
     from jobkit.backends.registry import get_backend
     from jobkit.manager.submit import plan_submission, submit
+    from jobkit.provenance.record import recorded_code
     from jobkit.spec.schema import JobSpec
 
     run_dir = run_folder(record)
@@ -233,6 +252,11 @@ def resubmit(store: Store, record: JobRecord, *, why: str) -> JobRecord:
         template_dir=Path(template_dir) if template_dir else None,
         attempt=Attempt(run_id=Path(run_dir).name, run_dir=run_dir, number=number),
     )
+    plan = replace(
+        plan, code=recorded_code(record.job_dir), after=after, keep_broken=keep_broken
+    )  # the run's snapshot: docs/provenance.md
+    if "@" in record.backend:  # on a cluster over ssh (`slurm@cluster`): docs/remote.md
+        plan = replace(plan, backend=record.backend)
     new = submit(
         store,
         plan,
@@ -253,6 +277,17 @@ def _note(store: Store, record: JobRecord, reason: str) -> None:
 
 def changed_rows(before: Sequence[JobRecord], after: Sequence[JobRecord]) -> list[JobRecord]:
     """The rows of `after` whose state or its source differ from `before` (same order)."""
+    if len(before) == len(after):  # a refresh's result: the same jobs, unchanged ones as is
+        changed: list[JobRecord] = []
+        for was, now in zip(before, after, strict=True):
+            if now is was:
+                continue
+            if now.jobkit_id != was.jobkit_id:
+                break  # another order: compared by id below
+            if (now.state, now.state_source) != (was.state, was.state_source):
+                changed.append(now)
+        else:
+            return changed
     old = {r.jobkit_id: (r.state, r.state_source) for r in before}
     return [r for r in after if old.get(r.jobkit_id) != (r.state, r.state_source)]
 

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobkit.backends.registry import known_class
 from jobkit.core.states import State
-from jobkit.core.units import parse_period
-from jobkit.manager.refresh import format_age
+from jobkit.core.units import format_age, parse_period
 
 if TYPE_CHECKING:
     from jobkit.backends.base import Backend, SubmitRequest

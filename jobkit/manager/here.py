@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, BinaryIO
 
-from jobkit.backends import launcher_files, processes
+from jobkit.backends import launcher_files, launcher_state, processes
 from jobkit.backends.base import Allocation
 from jobkit.backends.here import NAME
 from jobkit.core import private
@@ -90,7 +90,7 @@ def run_here(
         raise JobkitError(f"cannot start the job's script: {err.strerror or err}") from None
     info = processes.proc_info(child.pid)
     # As the launcher writes it: its time is the run's start (`jobkit status` ELAPSED).
-    (files.run_dir / launcher_files.LAUNCHER_PID_FILE).write_text(f"{child.pid}\n")
+    (files.run_dir / launcher_state.LAUNCHER_PID_FILE).write_text(f"{child.pid}\n")
     launched = launcher_files.Launched(
         host=submitter_identity()["host"],
         pid=child.pid,
@@ -127,7 +127,7 @@ def _write_script(job_dir: Path, script: str) -> Path:
 def _observe(store: Store, record: JobRecord) -> JobRecord:
     """The run's state from its process and exit-code file, stored (as a poll would)."""
     job = record.tracked()
-    observation = launcher_files.observe(job)
+    observation = launcher_state.observe(job)
     store.record_observations({record.jobkit_id: observation})
     return store.get(record.jobkit_id)
 

@@ -27,6 +27,7 @@ from jobkit.core.lifecycle import (
     State,
 )
 from jobkit.core.run_files import read_failure_note
+from jobkit.core.units import format_age
 from jobkit.registry.store import JobRecord, Store
 
 __all__ = [
@@ -77,18 +78,6 @@ class RefreshResult:
     failures: list[BackendFailure]
     polled: int
     """How many jobs were asked about."""
-
-
-def format_age(seconds: float) -> str:
-    """`45s`, `3m`, `2h`, `4d`."""
-    seconds = max(seconds, 0.0)
-    if seconds < 60:
-        return f"{int(seconds)}s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)}m"
-    if seconds < 86400:
-        return f"{int(seconds // 3600)}h"
-    return f"{int(seconds // 86400)}d"
 
 
 def refresh(

@@ -12,22 +12,19 @@ from __future__ import annotations
 import json
 import os
 import socket
-import time
-from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobkit.backends.base import Backend, SubmitRequest, Submitted
-from jobkit.backends.registry import BackendUnavailable, get_backend
+from jobkit.backends.base import After, Backend, SubmitRequest, Submitted
+from jobkit.backends.registry import get_backend
 from jobkit.core import private
 from jobkit.core.errors import JobkitError, SchedulerError
-from jobkit.core.lifecycle import StateSource
 from jobkit.manager.badnodes import leave_out_bad_nodes
-from jobkit.registry.store import SUBMITTING, JobRecord, Store, new_token
+from jobkit.registry.store import JobRecord, Store, new_token
 
 if TYPE_CHECKING:
+    from jobkit.provenance.record import FrozenCode
     from jobkit.render.attempt import Attempt
     from jobkit.spec.schema import JobSpec
 
@@ -36,10 +33,6 @@ SUBMIT_STARTED = "submit-started"
 """Left in the job folder just before the submit command runs: without it, a lost
 submission certainly never reached the scheduler (`_give_up`)."""
 SCRIPT_MODE = private.SCRIPT_MODE
-ORPHAN_AGE_S = 150.0
-"""A SUBMITTING row from another host (or without a submitter) is looked for after this."""
-LOST_AFTER_S = 300.0
-"""A SUBMITTING row that no scheduler knows after this long becomes FAILED."""
 ARRAY_TOKEN = "array_token"
 """extra key of a sweep task row on an "array" backend: the token of its sweep's one array
 job (in that job's comment); the task is adopted as its own task of the array found by it."""
@@ -59,6 +52,13 @@ class Plan:
     """A later attempt of a run (manager/attempts.py); None for a new run."""
     template_dir: Path | None = None
     """The site templates it was rendered with (kept in the row: later attempts use them)."""
+    after: tuple[After, ...] = ()
+    """The jobs it starts after (a chain's previous stage: jobkit/chain, docs/chains.md)."""
+    keep_broken: bool = False
+    """Left waiting (not cancelled by the scheduler) if `after` can no longer be met."""
+    code: FrozenCode | None = None
+    """The code snapshot the job runs from and its provenance (docs/provenance.md); None:
+    nothing recorded (a dry run, or a caller that took none)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (for `submit --dry-run --json`)."""
@@ -99,9 +99,12 @@ def plan_submission(
     workdir: Path,
     template_dir: Path | None = None,
     attempt: Attempt | None = None,
+    after: tuple[After, ...] = (),
+    keep_broken: bool = False,
 ) -> Plan:
     """Render the script and work out the submit command; runs nothing, records nothing.
-    `attempt`: the run this is a later attempt of (None: a new run)."""
+    `attempt`: the run this is a later attempt of (None: a new run); `after`: the jobs it
+    waits for (a backend that cannot chain refuses here, before anything is recorded)."""
     script = render_script(spec, template_dir, workdir.resolve(), attempt)
     backend = get_backend(spec.backend)
     placeholder = _request(
@@ -112,8 +115,20 @@ def plan_submission(
         job_dir=Path("<job-dir>"),
         token="<token>",
     )
+    placeholder = replace(placeholder, after=after, keep_broken=keep_broken)
+    backend.dependency_args(placeholder)  # a backend that cannot chain refuses here
     argv = backend.submit_argv(placeholder)
-    return Plan(spec, script, workdir.resolve(), spec.backend, argv, attempt, template_dir)
+    return Plan(
+        spec,
+        script,
+        workdir.resolve(),
+        spec.backend,
+        argv,
+        attempt,
+        template_dir,
+        after,
+        keep_broken,
+    )
 
 
 def submit(
@@ -147,7 +162,7 @@ def submit(
         script=plan.script,
         workdir=plan.workdir,
         token=new_token(),
-        extra={"submitter": submitter_identity(), **_template_fact(plan)},
+        extra={"submitter": submitter_identity(), **_template_fact(plan), **code_fact(plan)},
         run_id=run_id,
         attempt=attempt,
         sweep_id=sweep_id,
@@ -181,10 +196,11 @@ def submit_recorded(store: Store, backend: Backend, plan: Plan, record: JobRecor
         raise
     if task is not None and backend.sweep_mode == "array":
         submitted = as_array_task(backend, submitted, task)
-    if plan.attempt is not None:  # a later attempt's run folder is the run's
-        submitted = replace(
-            submitted, log_paths={**submitted.log_paths, "run_dir": plan.attempt.run_dir}
-        )
+    if plan.attempt is not None:  # a later attempt's run folder is the run's (the backend's
+        # extra['run_dir'] too: its exit code is read there, else "launcher vanished")
+        run_dir = {"run_dir": plan.attempt.run_dir}
+        extra = {**submitted.extra, **run_dir} if "run_dir" in submitted.extra else submitted.extra
+        submitted = replace(submitted, log_paths={**submitted.log_paths, **run_dir}, extra=extra)
     return store.mark_submitted(
         record.jobkit_id,
         scheduler_id=submitted.scheduler_id,
@@ -192,6 +208,13 @@ def submit_recorded(store: Store, backend: Backend, plan: Plan, record: JobRecor
         log_paths=submitted.log_paths,
         extra={**submitted.extra, **left_out.facts()},
     )
+
+
+def code_fact(plan: Plan) -> dict[str, Any]:
+    """The code's summary (extra['code']: commit, snapshot...), when provenance was taken."""
+    from jobkit.provenance.record import registry_summary
+
+    return registry_summary(plan.code)
 
 
 def _template_fact(plan: Plan) -> dict[str, str]:
@@ -247,20 +270,44 @@ def _prepare(record: JobRecord, plan: Plan) -> SubmitRequest:
     """Write the script into the job folder and create logs.dir; the backend's request."""
     script_path = record.job_dir / SCRIPT_NAME
     private.make_dir(record.job_dir)
-    private.write_file(script_path, plan.script, SCRIPT_MODE)
+    code_dir, provenance = _code_for(plan, record)
+    script = plan.script
+    if plan.code is not None and get_backend(plan.backend).code_in_script:
+        from jobkit.provenance.script_code import fill_code_line
+
+        script = fill_code_line(script, code_dir, provenance)
+    private.write_file(script_path, script, SCRIPT_MODE)
     logs_dir = plan.workdir / plan.spec.logs.dir
     try:
-        private.make_dir(logs_dir)
+        if "@" not in plan.backend:  # `slurm@cluster`: made there (docs/remote.md)
+            private.make_dir(logs_dir)
     except OSError as err:
         raise JobkitError(f"cannot create logs.dir {logs_dir}: {err.strerror or err}") from None
-    return _request(
+    request = _request(
         plan.spec,
-        plan.script,
+        script,
         workdir=plan.workdir,
         jobkit_id=record.jobkit_id,
         job_dir=record.job_dir,
         token=record.token,
     )
+    from jobkit.notify.jobfile import job_notify_file  # notify.from: job (docs/notify.md)
+
+    notify_file = job_notify_file(plan.spec, record.jobkit_id, logs_dir)
+    request = replace(
+        request, after=plan.after, keep_broken=plan.keep_broken, notify_file=notify_file
+    )
+    return replace(request, code_dir=code_dir, provenance_file=provenance)
+
+
+def _code_for(plan: Plan, record: JobRecord) -> tuple[Path | None, Path | None]:
+    """The snapshot's folder the job runs from and the provenance file written for it
+    (None, None: no provenance taken); docs/provenance.md."""
+    if plan.code is None:
+        return None, None
+    from jobkit.provenance.record import write_for_job
+
+    return write_for_job(plan, record.jobkit_id, record.job_dir)
 
 
 def _request(
@@ -300,7 +347,29 @@ def _one_line(err: BaseException) -> str:
 # -- the submitting process, to tell an in-flight submission from an orphaned one ---------
 
 
-def _start_time(pid: int) -> str | None:
+def submitter_identity() -> dict[str, Any]:
+    """This process: host, pid and start time (so a crashed submit can be recognised)."""
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "pid": pid, "start": process_start_time(pid)}
+
+
+# -- reconciliation ------------------------------------------------------------------------
+
+
+def note_submit_started(job_dir: Path) -> None:
+    """Mark that the submit command is about to run (SUBMIT_STARTED)."""
+    (job_dir / SUBMIT_STARTED).touch()
+
+
+def dumps_plan(plan: Plan) -> str:
+    """The plan as JSON text."""
+    return json.dumps(plan.to_dict(), indent=2)
+
+
+def process_start_time(pid: int) -> str | None:
+    """The process's start time (clock ticks from /proc), None when it is gone."""
+    if not Path("/proc/self/stat").exists():  # macOS (a laptop: docs/remote.md)
+        return _ps_start_time(pid)
     try:
         raw = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
@@ -309,158 +378,14 @@ def _start_time(pid: int) -> str | None:
     return fields[19].decode() if len(fields) > 19 and fields[0] not in (b"Z", b"X") else None
 
 
-def submitter_identity() -> dict[str, Any]:
-    """This process: host, pid and start time (so a crashed submit can be recognised)."""
-    pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "start": _start_time(pid)}
+def _ps_start_time(pid: int) -> str | None:
+    """The process's start time where there is no /proc: POSIX `ps -o lstart=`."""
+    import subprocess
 
-
-def submitter_alive(record: JobRecord) -> bool | None:
-    """Whether the process that recorded this intent still runs; None if not knowable here."""
-    who = record.extra.get("submitter")
-    if not isinstance(who, dict) or who.get("host") != socket.gethostname():
-        return None
-    pid = who.get("pid")
-    if not isinstance(pid, int):
-        return None
-    started = _start_time(pid)
-    return started is not None and started == who.get("start")
-
-
-# -- reconciliation ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Reconciled:
-    """What `reconcile_submissions` did."""
-
-    adopted: list[JobRecord]
-    lost: list[JobRecord]
-    errors: list[JobkitError]
-
-
-def reconcile_submissions(store: Store, *, now: float | None = None) -> Reconciled:
-    """Settle SUBMITTING rows whose submitter is gone: adopt the job or mark it lost.
-
-    A row is looked at once its submitting process has exited (same host), or after
-    ORPHAN_AGE_S otherwise. Backends with `find_submissions(tokens, since)` (Slurm: the
-    token is in the job's comment) are asked once for all such rows; a found job is
-    adopted (state QUEUED, then refreshed as usual). A row nobody knows after
-    LOST_AFTER_S becomes FAILED "submission lost". A scheduler error leaves rows as they
-    are and is returned, not raised.
-    """
-    at = time.time() if now is None else now
-    orphans: dict[str, list[JobRecord]] = defaultdict(list)
-    for record in store.submitting():
-        alive = submitter_alive(record) if record.state == SUBMITTING else False
-        age = at - record.created_at
-        if alive or (alive is None and age < ORPHAN_AGE_S):
-            continue
-        orphans[record.backend].append(record)
-    adopted: list[JobRecord] = []
-    lost: list[JobRecord] = []
-    errors: list[JobkitError] = []
-    for backend_name, records in orphans.items():
-        found: dict[str, str] = {}
-        try:
-            backend = get_backend(backend_name)
-            found = _find_submissions(backend, records)
-        except (SchedulerError, BackendUnavailable) as err:
-            errors.append(err)
-            continue
-        for record in records:
-            scheduler_id = found.get(submission_token(record))
-            if scheduler_id is not None:
-                adopted.append(_adopt(store, backend, record, scheduler_id))
-            elif at - record.created_at >= LOST_AFTER_S and record.state == SUBMITTING:
-                lost.append(_give_up(store, backend, record))
-    return Reconciled(adopted, lost, errors)
-
-
-def note_submit_started(job_dir: Path) -> None:
-    """Mark that the submit command is about to run (SUBMIT_STARTED)."""
-    (job_dir / SUBMIT_STARTED).touch()
-
-
-def _give_up(store: Store, backend: Backend, record: JobRecord) -> JobRecord:
-    """A submission nobody found: FAILED where a lost reply means a lost job, or where the
-    submit command never ran; of unknown fate where the scheduler may have taken it unseen
-    (PBS, Grid Engine: `lost_reply_fate_unknown`)."""
-    started = (record.job_dir / SUBMIT_STARTED).exists()
-    if backend.lost_reply_fate_unknown and started:
-        return store.mark_fate_unknown(
-            record.jobkit_id,
-            "submission reply lost: the scheduler may have accepted it, but no job of its"
-            " was found (check qstat; jobkit keeps looking)",
-        )
-    return store.mark_failed(
-        record.jobkit_id,
-        "submission lost: jobkit stopped before the scheduler answered, and no job with its"
-        " token was found",
-    )
-
-
-def submission_token(record: JobRecord) -> str:
-    """The token the row's job was submitted with: its own, or (a sweep task on an "array"
-    backend) its sweep's array job's."""
-    shared = record.extra.get(ARRAY_TOKEN)
-    return shared if isinstance(shared, str) and shared else record.token
-
-
-def _array_task_row(record: JobRecord) -> bool:
-    """A sweep task submitted as one task of its sweep's array job (manager/sweep.py)."""
-    return record.task is not None and bool(record.extra.get(ARRAY_TOKEN))
-
-
-def _submission_request(record: JobRecord) -> SubmitRequest:
-    """The request the row's submission sent (a sweep task's: its array job's)."""
-    request = request_for(record)
-    if _array_task_row(record) and record.sweep_id:
-        return replace(request, jobkit_id=record.sweep_id, token=submission_token(record))
-    return request
-
-
-def _find_submissions(backend: Backend, records: Sequence[JobRecord]) -> dict[str, str]:
-    """submission token -> scheduler id of the orphaned rows' jobs the backend can find
-    (Backend.find_lost: schedulers by token or script path, local and ssh launchers in their
-    run folders). The tasks of one array job share one token: it is looked for once."""
-    requests: dict[str, SubmitRequest | None] = {}
-    for record in records:
-        try:
-            requests[submission_token(record)] = _submission_request(record)
-        except ValueError:
-            requests[submission_token(record)] = None  # a spec this jobkit cannot read back
-    return backend.find_lost(requests, min(r.created_at for r in records))
-
-
-def _adopt(store: Store, backend: Backend, record: JobRecord, scheduler_id: str) -> JobRecord:
-    """Record the found job as the row's (a sweep task: its own task of the array job
-    `scheduler_id`, with that task's id, files and state), source ADOPTED."""
-    submitted = Submitted(scheduler_id=scheduler_id, argv=[], log_paths={}, extra={})
     try:
-        request = _submission_request(record)
-        submitted = replace(
-            submitted,
-            log_paths=backend.log_paths(request, scheduler_id),
-            extra=backend.submit_extra(request, scheduler_id),
+        done = subprocess.run(
+            ["ps", "-o", "lstart=", "-p", str(pid)], capture_output=True, text=True, timeout=10
         )
-    except ValueError:
-        pass  # a spec this jobkit cannot read back: adopt without log paths
-    if _array_task_row(record):
-        submitted = as_array_task(backend, submitted, record.task or "0")
-    current = store.get(record.jobkit_id)
-    if current.state != SUBMITTING and current.scheduler_id is not None:
-        return current
-    return store.mark_submitted(
-        record.jobkit_id,
-        scheduler_id=submitted.scheduler_id,
-        argv=[],
-        log_paths=submitted.log_paths,
-        extra={**submitted.extra, "adopted": True},
-        source=StateSource.ADOPTED,
-    )
-
-
-def dumps_plan(plan: Plan) -> str:
-    """The plan as JSON text."""
-    return json.dumps(plan.to_dict(), indent=2)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None

@@ -21,7 +21,7 @@ from jobkit.backends.registry import get_backend
 from jobkit.core.errors import JobkitError, SchedulerError, UsageError
 from jobkit.manager import submit as pipeline
 from jobkit.manager.badnodes import leave_out_bad_nodes
-from jobkit.registry.store import JobRecord, Store, new_token
+from jobkit.registry.store import JobRecord, Store, TaskIntent, TaskSubmitted, new_token
 
 if TYPE_CHECKING:
     from jobkit.backends.base import Backend, Submitted
@@ -136,25 +136,28 @@ def _intents(
     spec = plan.spec.model_dump(mode="json")
     submitter = pipeline.submitter_identity()
     shared = {pipeline.ARRAY_TOKEN: array_token} if array_token else {}
-    return [
-        store.create_intent(
-            backend=plan.backend,
-            name=plan.spec.name,
-            spec=spec,
-            script=plan.script,
-            workdir=plan.workdir,
-            token=new_token(),
-            extra={
-                "submitter": submitter,
-                "overrides": overrides_pairs(task.overrides),
-                **shared,
-            },
-            sweep_id=sweep_id,
-            task=task.task,
-            job_dir=job_dir,
-        )
-        for task in tasks
-    ]
+    return store.create_sweep_intents(
+        backend=plan.backend,
+        name=plan.spec.name,
+        spec=spec,
+        script=plan.script,
+        workdir=plan.workdir,
+        sweep_id=sweep_id,
+        tasks=[
+            TaskIntent(
+                task=task.task,
+                token=new_token(),
+                extra={
+                    "submitter": submitter,
+                    "overrides": overrides_pairs(task.overrides),
+                    **shared,
+                    **pipeline.code_fact(plan),
+                },
+            )
+            for task in tasks
+        ],
+        job_dir=job_dir,
+    )
 
 
 def _submit_array(
@@ -189,18 +192,19 @@ def _submit_array(
         _fail(store, ids, f"submission failed: {pipeline._one_line(err)}")
         raise
     facts = left_out.facts()
-    return [_mark_task(store, backend, record, submitted, facts) for record in records]
+    answers = [_task_submitted(backend, record, submitted, facts) for record in records]
+    del records  # read back as marked: a 10,000-task sweep holds one set of rows, not two
+    return store.mark_tasks_submitted(answers)
 
 
-def _mark_task(
-    store: Store,
+def _task_submitted(
     backend: Backend,
     record: JobRecord,
     submitted: Submitted,
     facts: Mapping[str, Any],
-) -> JobRecord:
+) -> TaskSubmitted:
     task = pipeline.as_array_task(backend, submitted, record.task or "0")
-    return store.mark_submitted(
+    return TaskSubmitted(
         record.jobkit_id,
         scheduler_id=task.scheduler_id,
         argv=task.argv,
@@ -232,5 +236,4 @@ def _submit_each(
 
 
 def _fail(store: Store, jobkit_ids: Sequence[str], reason: str) -> None:
-    for jobkit_id in jobkit_ids:
-        store.mark_failed(jobkit_id, reason)
+    store.mark_all_failed(jobkit_ids, reason)

@@ -1,6 +1,6 @@
 """Reading a run's metrics.jsonl and the restarts its rank-0 log notes.
 
-The bundled trainer (train/runlog.py) appends one JSON object per logged step to
+The bundled trainer (train/reporting/runlog.py) appends one JSON object per logged step to
 metrics.jsonl (rank 0): `step`, `time` (epoch seconds) and the values (loss, lr, grad_norm,
 samples_per_s, tokens_per_s, loss_scale, epoch). An evaluation adds a record of its own,
 marked `"split": "val"` (val_loss, val_acc, val_ppl, val_samples): read here, it joins the
@@ -22,7 +22,7 @@ _RESUMED = re.compile(
     re.MULTILINE,
 )
 RANK0_LOG = "rank-0.log"
-"""The trainer's rank-0 log (train/runlog.py), next to metrics.jsonl."""
+"""The trainer's rank-0 log (train/reporting/runlog.py), next to metrics.jsonl."""
 
 
 @dataclass(frozen=True)

@@ -18,26 +18,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from jobkit.core import private
-from jobkit.core.errors import JobkitError
+from jobkit.registry.errors import RegistryCorrupt as RegistryCorrupt
+from jobkit.registry.errors import RegistryError as RegistryError
+from jobkit.registry.errors import RegistryReadOnly as RegistryReadOnly
+from jobkit.registry.errors import corrupt as corrupt
 from jobkit.registry.rows import MIGRATIONS, SCHEMA_VERSION
 
 BUSY_TIMEOUT_MS = 30_000
 LOCK_RETRIES = 8
 
 _T = TypeVar("_T")
-
-
-class RegistryError(JobkitError):
-    """The registry file cannot be opened or is from a newer jobkit."""
-
-
-class RegistryCorrupt(RegistryError):
-    """The registry file is damaged: what to do, never what it holds (it may hold secrets)."""
-
-
-class RegistryReadOnly(RegistryError):
-    """The registry can be read but not written (its disk is full, read-only or failing):
-    read-only verbs go on with what it last recorded (docs/reliability.md)."""
 
 
 _CORRUPT_NAMES = {
@@ -75,15 +65,6 @@ def _disk_full(folder: Path) -> bool:
         return os.statvfs(folder).f_bavail == 0
     except OSError:
         return False
-
-
-def corrupt(path: Path, what: str) -> RegistryCorrupt:
-    """The registry at `path` is damaged (`what`): move it aside, say what is lost."""
-    return RegistryCorrupt(
-        f"the job registry {path} is corrupt ({what}): move it aside with its -wal and -shm"
-        f" files (mv {path} {path}.corrupt) and jobkit starts an empty one; jobkit keeps no"
-        f" other copy of its records (each job's script stays in {path.parent / 'jobs'})"
-    )
 
 
 def jobkit_home(environ: Mapping[str, str] | None = None) -> Path:

@@ -11,21 +11,110 @@ from typing import Any
 from jobkit.core.lifecycle import FINAL_STATES, SUBMITTING, State, source_of
 from jobkit.registry.db import Database, RegistryError, corrupt
 from jobkit.registry.record import JobRecord, StateChange
-from jobkit.registry.rows import SELECT_RECORDS, record_from_row
+from jobkit.registry.rows import (
+    LAZY_DECODERS,
+    SELECT_LISTING,
+    SELECT_RECORDS,
+    record_from_listing_row,
+    record_from_row,
+    shared_holder,
+)
+from jobkit.registry.texts import ListingTexts
 
 ID_PREFIX = "jk"
+_IDS_PER_QUERY = 500
+"""Ids bound in one `IN (...)` query (SQLite allows 32766 variables; this stays far below)."""
 
 
 class RegistryReader(Database):
     """The registry's queries (Store adds the writes)."""
 
-    def _records(self, where: str = "", params: Sequence[Any] = ()) -> list[JobRecord]:
-        """Records of `SELECT_RECORDS` + where (WHERE / ORDER BY / LIMIT clauses)."""
-        rows = self._read(f"{SELECT_RECORDS} {where}", params)
+    def _records(
+        self, where: str = "", params: Sequence[Any] = (), *, texts: bool = True
+    ) -> list[JobRecord]:
+        """Records of `SELECT_RECORDS` + where (WHERE / ORDER BY / LIMIT clauses); with
+        texts=False their spec and script are read when first asked (registry/texts.py)."""
+        rows = self._read(f"{SELECT_RECORDS if texts else SELECT_LISTING} {where}", params)
         try:
-            return [record_from_row(row) for row in rows]
+            if not texts:
+                loader = ListingTexts(self, [row[0] for row in rows], self.path, LAZY_DECODERS)
+                return [record_from_listing_row(row, loader) for row in rows]
+            records = [record_from_row(row) for row in rows]
         except (ValueError, TypeError, KeyError) as err:  # a damaged value: never shown
             raise corrupt(self.path, f"a job's row cannot be read: {type(err).__name__}") from None
+        self._fill_shared_texts(records)
+        return records
+
+    def texts_of(self, jobkit_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """jobkit id -> (spec_json, script) of these jobs (a sweep task's shared ones
+        resolved); a job not in the registry is left out."""
+        found = self._stored_texts(jobkit_ids)
+        holders = {h for spec_json, _ in found.values() if (h := shared_holder(spec_json))}
+        if not holders:
+            return found
+        shared = {**self._stored_texts(sorted(holders - found.keys())), **found}
+        for jobkit_id, (spec_json, _) in found.items():
+            holder = shared_holder(spec_json)
+            if holder is None:
+                continue
+            if holder not in shared or shared_holder(shared[holder][0]) is not None:
+                raise corrupt(self.path, "a sweep task's spec and script cannot be found")
+            found[jobkit_id] = shared[holder]
+        return found
+
+    def _stored_texts(self, jobkit_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """job_texts' rows of these jobs, as stored."""
+        found: dict[str, tuple[str, str]] = {}
+        for start in range(0, len(jobkit_ids), _IDS_PER_QUERY):
+            chunk = list(jobkit_ids[start : start + _IDS_PER_QUERY])
+            marks = ", ".join("?" for _ in chunk)
+            for row in self._read(
+                f"SELECT jobkit_id, spec_json, script FROM job_texts WHERE jobkit_id IN ({marks})",
+                chunk,
+            ):
+                found[row[0]] = (row[1], row[2])
+        return found
+
+    def _fill_shared_texts(self, records: Sequence[JobRecord]) -> None:
+        """Rows that share another job's spec and script (a sweep's tasks, rows.shared_texts)
+        get them, one copy for all (kept for this reader's life: a holder's texts are
+        written once): one query for every new holder."""
+        holders = {h for r in records if (h := shared_holder(r.spec_json)) is not None}
+        if not holders:
+            return
+        found: dict[str, tuple[str, str]] = self.__dict__.setdefault("_shared_texts", {})
+        wanted = sorted(holders - found.keys())  # a holder's texts never change: kept
+        for start in range(0, len(wanted), _IDS_PER_QUERY):
+            chunk = wanted[start : start + _IDS_PER_QUERY]
+            marks = ", ".join("?" for _ in chunk)
+            for row in self._read(
+                f"SELECT jobkit_id, spec_json, script FROM job_texts WHERE jobkit_id IN ({marks})",
+                chunk,
+            ):
+                found[row[0]] = (row[1], row[2])
+        for record in records:
+            holder = shared_holder(record.spec_json)
+            if holder is None:  # the holder itself takes the same copy as its sweep
+                holder = record.jobkit_id if record.jobkit_id in found else None
+            if holder is None:
+                continue
+            if holder not in found or shared_holder(found[holder][0]) is not None:
+                raise corrupt(self.path, "a sweep task's spec and script cannot be found")
+            # As record_from_row builds it: the frozen record's fields set directly.
+            record.__dict__["spec_json"], record.__dict__["script"] = found[holder]
+
+    def records_of(self, jobkit_ids: Sequence[str]) -> list[JobRecord]:
+        """The jobs with these ids, in the order given (RegistryError if one is missing)."""
+        by_id: dict[str, JobRecord] = {}
+        for start in range(0, len(jobkit_ids), _IDS_PER_QUERY):
+            chunk = list(jobkit_ids[start : start + _IDS_PER_QUERY])
+            marks = ", ".join("?" for _ in chunk)
+            for record in self._records(f"WHERE jobkit_id IN ({marks})", chunk):
+                by_id[record.jobkit_id] = record
+        missing = [i for i in jobkit_ids if i not in by_id]
+        if missing:
+            raise RegistryError(f"no tracked job {missing[0]!r}")
+        return [by_id[i] for i in jobkit_ids]
 
     def get(self, jobkit_id: str) -> JobRecord:
         """The job with this exact jobkit id; RegistryError if none."""
@@ -117,11 +206,13 @@ class RegistryReader(Database):
         backend: str | None = None,
         limit: int | None = None,
         now: float | None = None,
+        texts: bool = True,
     ) -> list[JobRecord]:
         """Jobs newest first.
 
         since: created at or after this time. recent_final_s: keep unfinished jobs plus
-        those that ended within this many seconds (None: every job).
+        those that ended within this many seconds (None: every job). texts=False: each
+        record's spec and script are read when first asked (registry/texts.py).
         """
         at = time.time() if now is None else now
         where: list[str] = []
@@ -144,7 +235,9 @@ class RegistryReader(Database):
             where.append("backend = ?")
             params.append(backend)
         sql = f"WHERE {' AND '.join(where)}" if where else ""
-        records = self._records(f"{sql} ORDER BY created_at DESC, row_order DESC", params)
+        records = self._records(
+            f"{sql} ORDER BY created_at DESC, row_order DESC", params, texts=texts
+        )
         if name_glob:
             records = [r for r in records if fnmatch.fnmatchcase(r.name, name_glob)]
         return records[:limit] if limit is not None else records

@@ -9,11 +9,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jobkit.backends.base import TrackedJob
 from jobkit.core import lifecycle
 from jobkit.core.lifecycle import SUBMITTING, Source
+from jobkit.core.records import TrackedJob
+from jobkit.registry.texts import LOADER_KEY, RAW_PREFIX, TEXT_FIELDS
 
 __all__ = ["RECORD_FIELDS", "SUBMITTING", "JobRecord", "StateChange", "new_record"]
 
@@ -82,6 +83,23 @@ class JobRecord:
     """The sweep this job is a task of (its tasks share this id; docs/sweeps.md)."""
     task: str | None = None
     """Its task index in the sweep ("0", "1", ...); None outside sweeps."""
+
+    if not TYPE_CHECKING:  # mypy keeps checking attribute names as usual
+
+        def __getattr__(self, name: str) -> Any:
+            """The fields a listing leaves for later (registry/texts.py), read or decoded
+            on first use. Only called for an attribute the record does not hold."""
+            state = self.__dict__
+            loader = state.get(LOADER_KEY)
+            if loader is not None:
+                if name in TEXT_FIELDS:
+                    state["spec_json"], state["script"] = loader.texts(self.jobkit_id)
+                    return state[name]
+                raw = RAW_PREFIX + name
+                if raw in state:
+                    state[name] = loader.decode(name, state[raw])
+                    return state[name]
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def with_columns(self, columns: Mapping[str, Any]) -> JobRecord:
         """A copy with some fields replaced, such as the columns record_observations returns:

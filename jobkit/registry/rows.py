@@ -18,8 +18,9 @@ from typing import Any
 
 from jobkit.core.lifecycle import source_of
 from jobkit.registry.record import JobRecord
+from jobkit.registry.texts import LOADER_KEY, RAW_PREFIX, ListingTexts
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 MIGRATIONS: dict[int, str] = {
     1: """
@@ -167,6 +168,19 @@ MIGRATIONS: dict[int, str] = {
            j.rowid AS row_order
     FROM jobs AS j JOIN job_texts AS t ON t.jobkit_id = j.jobkit_id;
     """,
+    # Chains (issue 29, docs/chains.md): one row per stage; the first stage's after_id is
+    # NULL. A table of its own, so that reading jobs stays as it was.
+    4: """
+    CREATE TABLE chain_links (
+        jobkit_id    TEXT PRIMARY KEY REFERENCES jobs (jobkit_id) ON DELETE CASCADE,
+        chain_id     TEXT NOT NULL,
+        position     INTEGER NOT NULL,
+        after_id     TEXT,
+        condition    TEXT,
+        keep_broken  INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX chain_links_chain ON chain_links (chain_id, position);
+    """,
 }
 
 COLUMNS = tuple(f.name for f in fields(JobRecord))
@@ -175,6 +189,22 @@ SELECT_RECORDS = f"SELECT {', '.join(COLUMNS)} FROM job_rows"
 """The start of every query that reads whole records (WHERE / ORDER BY follow)."""
 TEXT_COLUMNS = ("spec_json", "script")
 """Stored in `job_texts` (migration 2); `jobs` keeps these columns empty."""
+SHARED_TEXTS_MARK = "@"
+"""A `job_texts.spec_json` of `@<jobkit id>` (never JSON) with an empty script: this job's
+spec and script are that job's (the tasks of a sweep share the first task's; the script holds
+every task's words, so N copies would be N times N)."""
+
+
+def shared_texts(holder: str) -> str:
+    """The spec_json of a row whose spec and script are stored with job `holder`."""
+    return f"{SHARED_TEXTS_MARK}{holder}"
+
+
+def shared_holder(spec_json: str) -> str | None:
+    """The job whose texts a row shares (None: the row holds its own)."""
+    return spec_json[1:] if spec_json.startswith(SHARED_TEXTS_MARK) else None
+
+
 JSON_COLUMNS = frozenset({"submit_argv", "log_paths", "extra"})
 """Stored as JSON text."""
 PATH_COLUMNS = frozenset({"workdir", "job_dir"})
@@ -205,6 +235,38 @@ def record_from_row(row: Sequence[Any]) -> JobRecord:
     # As JobRecord(*values) would, without the frozen __init__'s setattr per field (a status
     # reads 10,000 records).
     record.__dict__.update(zip(COLUMNS, values, strict=True))
+    return record
+
+
+LISTING_COLUMNS = tuple(name for name in COLUMNS if name not in TEXT_COLUMNS)
+"""The columns of a listing read without its texts (registry/texts.py)."""
+SELECT_LISTING = f"SELECT {', '.join(LISTING_COLUMNS)} FROM job_rows"
+"""SELECT_RECORDS without spec_json and script."""
+LAZY_DECODED = (*JSON_COLUMNS, "job_dir")
+"""Decoded when first asked in a listing: a status table shows none of them."""
+LAZY_DECODERS = {name: _DECODE[name] for name in LAZY_DECODED}
+if any(hasattr(JobRecord, name) for name in (*LAZY_DECODED, *TEXT_COLUMNS)):
+    # A class attribute (a plain default) would be found before JobRecord.__getattr__.
+    raise TypeError("a lazily read JobRecord field must have no default but a factory")
+_LISTING_KEYS = tuple(
+    RAW_PREFIX + name if name in LAZY_DECODED else name for name in LISTING_COLUMNS
+)
+_LISTING_DECODERS = tuple(
+    (i, _DECODE[name])
+    for i, name in enumerate(LISTING_COLUMNS)
+    if name in _DECODE and name not in LAZY_DECODED
+)
+
+
+def record_from_listing_row(row: Sequence[Any], lazy: ListingTexts) -> JobRecord:
+    """The JobRecord of a row of SELECT_LISTING: its spec and script are read, and its JSON
+    columns and job folder decoded, when first asked (registry/texts.py)."""
+    values = list(row)
+    for index, decode in _LISTING_DECODERS:
+        values[index] = decode(values[index])
+    record = object.__new__(JobRecord)
+    record.__dict__.update(zip(_LISTING_KEYS, values, strict=True))
+    record.__dict__[LOADER_KEY] = lazy
     return record
 
 

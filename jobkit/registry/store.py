@@ -10,14 +10,12 @@ reader.py (queries), record.py (JobRecord), rows.py (tables, row <-> record).
 from __future__ import annotations
 
 import json
-import secrets
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from jobkit.backends.base import Observation
 from jobkit.core import lifecycle, private
 from jobkit.core.lifecycle import (
     CANCEL_GRACE_S,
@@ -29,6 +27,8 @@ from jobkit.core.lifecycle import (
     State,
     StateSource,
 )
+from jobkit.core.records import Observation
+from jobkit.registry.badnode_writes import BadNodeWrites
 from jobkit.registry.db import (
     BUSY_TIMEOUT_MS,
     LOCK_RETRIES,
@@ -36,9 +36,18 @@ from jobkit.registry.db import (
     RegistryReadOnly,
     jobkit_home,
 )
-from jobkit.registry.reader import ID_PREFIX, BadNode, RegistryReader, scheduler_base_id
+from jobkit.registry.newids import IDS_PER_QUERY, new_jobkit_id, new_token, unused_id
+from jobkit.registry.reader import ID_PREFIX, BadNode, scheduler_base_id
 from jobkit.registry.record import JobRecord, StateChange, new_record
 from jobkit.registry.rows import SCHEMA_VERSION, encode, insert_job, update_sql
+from jobkit.registry.sweep_writes import SweepWrites
+from jobkit.registry.writes import (
+    HISTORY_SQL,
+    TaskIntent,
+    TaskSubmitted,
+    add_history,
+    record_submitted,
+)
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -53,61 +62,39 @@ __all__ = [
     "RegistryError",
     "StateChange",
     "Store",
+    "TaskIntent",
+    "TaskSubmitted",
     "jobkit_home",
     "new_jobkit_id",
     "new_token",
     "scheduler_base_id",
 ]
 
-ID_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
-ID_LENGTH = 5
-"""Characters after `jk`: 36**5 = 60 million ids; a collision is retried."""
-_IDS_PER_QUERY = 500
-"""Ids bound in one `IN (...)` query (SQLite allows 32766 variables; this stays far below)."""
-_HISTORY = (
-    "INSERT INTO state_history (jobkit_id, at, state, raw_state, source, reason)"
-    " VALUES (?, ?, ?, ?, ?, ?)"
-)
 _UPDATE_OBSERVED = update_sql(OBSERVED_FIELDS)
 
 
-def new_jobkit_id() -> str:
-    """A fresh id: `jk` and 5 base-36 characters; never all digits, so never a scheduler id."""
-    return ID_PREFIX + "".join(secrets.choice(ID_ALPHABET) for _ in range(ID_LENGTH))
+def _with_earlier_runs(
+    conn: sqlite3.Connection, requeued: Sequence[tuple[str, Progress, Progress, Observation]]
+) -> dict[str, dict[str, Any]]:
+    """Keep the earlier runs' elapsed of the jobs whose requeue count went up (or whose
+    scheduler summed them) in their `extra` (core/earlier_runs.py); returns the new extras.
+    Requeues are rare: the extras are read only for these jobs."""
+    from jobkit.core.earlier_runs import earlier_runs, earlier_runs_after
+
+    written: dict[str, dict[str, Any]] = {}
+    for jobkit_id, old, new, obs in requeued:
+        row = conn.execute("SELECT extra FROM jobs WHERE jobkit_id = ?", (jobkit_id,)).fetchone()
+        extra = json.loads(row["extra"]) if row is not None else {}
+        found = earlier_runs_after(old, new, obs, earlier_runs(extra))
+        if found is None:
+            continue
+        merged = {**extra, **found.values()}
+        conn.execute(update_sql(["extra"]), (encode("extra", merged), jobkit_id))
+        written[jobkit_id] = merged
+    return written
 
 
-def new_token() -> str:
-    """A unique submission token (goes into the job's comment for adoption)."""
-    return secrets.token_hex(8)
-
-
-def _unused_id(conn: sqlite3.Connection) -> str:
-    """A new jobkit id that is neither a job's id nor a sweep's."""
-    while True:
-        candidate = new_jobkit_id()
-        taken = conn.execute(
-            "SELECT 1 FROM jobs WHERE jobkit_id = ? OR sweep_id = ? LIMIT 1",
-            (candidate, candidate),
-        ).fetchone()
-        if taken is None:
-            return candidate
-
-
-def _add_history(
-    conn: sqlite3.Connection,
-    jobkit_id: str,
-    at: float,
-    state: str,
-    raw_state: str | None,
-    source: Source | None,
-    reason: str | None,
-) -> None:
-    conn.execute(
-        _HISTORY, (jobkit_id, at, state, raw_state, encode("state_source", source), reason)
-    )
-
-
-class Store(RegistryReader):
+class Store(SweepWrites, BadNodeWrites):
     """The registry. Cheap to open; one instance per command. Not shared across threads."""
 
     def __enter__(self) -> Store:
@@ -145,40 +132,60 @@ class Store(RegistryReader):
                 f"the job registry {self.path} cannot be written: no new job is submitted"
             )
         at = time.time() if now is None else now
-        source = StateSource.JOBKIT
+        spec_json = json.dumps(spec, sort_keys=True)
 
         def insert(conn: sqlite3.Connection) -> str:
-            jobkit_id = _unused_id(conn)
-            record = new_record(
-                jobkit_id=jobkit_id,
+            record = self._new_row(
+                conn,
+                at=at,
                 backend=backend,
                 name=name,
-                state=SUBMITTING,
-                state_source=source,
-                created_at=at,
                 workdir=workdir,
-                job_dir=job_dir or self.jobs_dir / jobkit_id,
+                job_dir=job_dir,
                 token=token or new_token(),
-                spec_json=json.dumps(spec, sort_keys=True),
+                spec_json=spec_json,
                 script=script,
                 extra=dict(extra or {}),
-                run_id=run_id or jobkit_id,
+                run_id=run_id,
                 attempt=attempt,
                 sweep_id=sweep_id,
                 task=task,
             )
-            for sql, params in insert_job(record):
-                conn.execute(sql, params)
-            _add_history(conn, jobkit_id, at, SUBMITTING, None, source, "intent recorded")
-            return jobkit_id
+            return record.jobkit_id
 
         jobkit_id = self._write(insert)
         private.make_dir(job_dir or self.jobs_dir / jobkit_id)
         return self.get(jobkit_id)
 
+    def _new_row(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        at: float,
+        job_dir: Path | None,
+        run_id: str | None,
+        **values: Any,
+    ) -> JobRecord:
+        """Insert a new SUBMITTING row (and its history line) under a fresh id."""
+        jobkit_id = unused_id(conn)
+        source = StateSource.JOBKIT
+        record = new_record(
+            jobkit_id=jobkit_id,
+            state=SUBMITTING,
+            state_source=source,
+            created_at=at,
+            job_dir=job_dir or self.jobs_dir / jobkit_id,
+            run_id=run_id or jobkit_id,
+            **values,
+        )
+        for sql, params in insert_job(record):
+            conn.execute(sql, params)
+        add_history(conn, jobkit_id, at, SUBMITTING, None, source, "intent recorded")
+        return record
+
     def new_id(self) -> str:
         """A fresh id from the jobkit id space that no job has (a sweep's id)."""
-        return self._write(_unused_id)
+        return self._write(unused_id)
 
     def mark_submitted(
         self,
@@ -196,37 +203,8 @@ class Store(RegistryReader):
         A backend's `extra['run_dir']` is not kept when it is log_paths' run folder (stored
         once; JobRecord.tracked() hands it back to the backend)."""
         at = time.time() if now is None else now
-        facts = dict(extra or {})
-        if "run_dir" in facts and facts["run_dir"] == log_paths.get("run_dir"):
-            del facts["run_dir"]
-
-        def update(conn: sqlite3.Connection) -> None:
-            row = conn.execute(
-                "SELECT state, extra FROM jobs WHERE jobkit_id = ?", (jobkit_id,)
-            ).fetchone()
-            if row is None:
-                raise RegistryError(f"no tracked job {jobkit_id!r}")
-            merged = {**json.loads(row["extra"]), **facts}
-            unsettled = (SUBMITTING, State.UNKNOWN.value)  # UNKNOWN: a lost reply, found
-            new_state = State.QUEUED.value if row["state"] in unsettled else row["state"]
-            values = {
-                "scheduler_id": scheduler_id,
-                "submit_argv": list(argv),
-                "submitted_at": at,
-                "log_paths": dict(log_paths),
-                "extra": merged,
-                "state": new_state,
-                "state_source": source,
-                "observed_at": at,
-            }
-            conn.execute(
-                update_sql(list(values)),
-                (*(encode(k, v) for k, v in values.items()), jobkit_id),
-            )
-            if new_state != row["state"]:
-                _add_history(conn, jobkit_id, at, new_state, None, source, None)
-
-        self._write(update)
+        submitted = TaskSubmitted(jobkit_id, scheduler_id, list(argv), dict(log_paths), extra)
+        self._write(lambda conn: record_submitted(conn, submitted, source, at))
         return self.get(jobkit_id)
 
     def _set_state(
@@ -256,7 +234,7 @@ class Store(RegistryReader):
             for jobkit_id in ids:
                 tail = (jobkit_id,) if only_from is None else (jobkit_id, only_from)
                 conn.execute(sql, (*params, *tail))
-                _add_history(
+                add_history(
                     conn,
                     jobkit_id,
                     progress.observed_at or 0.0,
@@ -281,6 +259,19 @@ class Store(RegistryReader):
         failed = Progress(State.FAILED.value, None, source, reason, at, final_at=at)
         self._set_state([jobkit_id], failed, reason)
         return self.get(jobkit_id)
+
+    def mark_all_failed(
+        self,
+        jobkit_ids: Sequence[str],
+        reason: str,
+        *,
+        source: Source = StateSource.JOBKIT,
+        now: float | None = None,
+    ) -> None:
+        """mark_failed for many jobs (a sweep's tasks) in one transaction."""
+        at = time.time() if now is None else now
+        failed = Progress(State.FAILED.value, None, source, reason, at, final_at=at)
+        self._set_state(jobkit_ids, failed, reason)
 
     def mark_fate_unknown(
         self, jobkit_id: str, reason: str, *, now: float | None = None
@@ -313,8 +304,8 @@ class Store(RegistryReader):
             changed.clear()  # a retried transaction starts again
             ids = list(observations)
             current: dict[str, Progress] = {}
-            for start in range(0, len(ids), _IDS_PER_QUERY):
-                chunk = ids[start : start + _IDS_PER_QUERY]
+            for start in range(0, len(ids), IDS_PER_QUERY):
+                chunk = ids[start : start + IDS_PER_QUERY]
                 marks = ",".join("?" for _ in chunk)
                 for row in conn.execute(
                     f"SELECT jobkit_id, {', '.join(OBSERVED_FIELDS)} FROM jobs"
@@ -323,6 +314,7 @@ class Store(RegistryReader):
                 ):
                     current[row[0]] = Progress(*tuple(row)[1:])
             history: list[tuple[Any, ...]] = []
+            requeued: list[tuple[str, Progress, Progress, Observation]] = []
             for jobkit_id, obs in observations.items():
                 old = current.get(jobkit_id)
                 new = None if old is None else lifecycle.apply_observation(old, obs, at)
@@ -333,6 +325,8 @@ class Store(RegistryReader):
                     history.append(
                         (jobkit_id, at, new.state, new.raw_state, obs.source, new.reason)
                     )
+                if obs.earlier_runs_s is not None or new.requeues > old.requeues:
+                    requeued.append((jobkit_id, old, new, obs))
             conn.executemany(
                 _UPDATE_OBSERVED,
                 # plain values (a StateSource is stored as its text): nothing to encode
@@ -341,7 +335,9 @@ class Store(RegistryReader):
                     for jobkit_id, columns in changed.items()
                 ],
             )
-            conn.executemany(_HISTORY, history)
+            conn.executemany(HISTORY_SQL, history)
+            for jobkit_id, extra in _with_earlier_runs(conn, requeued).items():
+                changed[jobkit_id]["extra"] = extra
 
         self._write(update)
         return dict(changed)
@@ -382,7 +378,7 @@ class Store(RegistryReader):
         at = time.time() if now is None else now
 
         def add(conn: sqlite3.Connection) -> None:
-            _add_history(
+            add_history(
                 conn,
                 record.jobkit_id,
                 at,
@@ -393,53 +389,3 @@ class Store(RegistryReader):
             )
 
         self._write(add)
-
-    # -- the user's list of bad nodes (docs/nodes.md) ---------------------------------------
-
-    def add_bad_nodes(
-        self,
-        backend: str,
-        cluster: str | None,
-        nodes: Iterable[str],
-        *,
-        reason: str,
-        jobkit_id: str | None,
-        until: float,
-        now: float | None = None,
-    ) -> None:
-        """Put nodes on the exclude list until `until` (a node already there gets the later
-        end, this reason and job)."""
-        at = time.time() if now is None else now
-        rows = [(backend, cluster or "", node, reason, jobkit_id, at, until) for node in nodes]
-
-        def insert(conn: sqlite3.Connection) -> None:
-            conn.executemany(
-                "INSERT INTO bad_nodes (backend, cluster, node, reason, jobkit_id, added_at,"
-                " until) VALUES (?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (backend, cluster, node) DO UPDATE SET reason = excluded.reason,"
-                " jobkit_id = excluded.jobkit_id, added_at = excluded.added_at,"
-                " until = MAX(until, excluded.until)",
-                rows,
-            )
-
-        self._write(insert)
-
-    def clear_bad_nodes(
-        self, backend: str | None = None, nodes: Iterable[str] | None = None
-    ) -> int:
-        """Take nodes off the list (all of them when `nodes` is None); returns how many."""
-        where: list[str] = []
-        params: list[Any] = []
-        if backend is not None:
-            where.append("backend = ?")
-            params.append(backend)
-        if nodes is not None:
-            names = list(nodes)
-            where.append(f"node IN ({','.join('?' for _ in names)})")
-            params.extend(names)
-        sql = "DELETE FROM bad_nodes" + (f" WHERE {' AND '.join(where)}" if where else "")
-
-        def delete(conn: sqlite3.Connection) -> int:
-            return int(conn.execute(sql, params).rowcount)
-
-        return self._write(delete)

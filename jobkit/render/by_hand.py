@@ -8,10 +8,14 @@ scheduler starts (srun, mpirun) have no such command.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jobkit.core.errors import UsageError
 from jobkit.render.engine import render
-from jobkit.spec.schema import NODE_LAUNCHERS, JobSpec
+from jobkit.spec.derived import NODE_LAUNCHERS
+
+if TYPE_CHECKING:
+    from jobkit.spec.schema import JobSpec
 
 TEMPLATE = "common/by-hand.sh.j2"
 DEFAULT_PORT = 29500

@@ -17,20 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
-import stat
 from collections.abc import Mapping
-from pathlib import Path
 
 import jinja2
 from jinja2.bccache import Bucket
 
-from jobkit import __version__
-from jobkit.core.paths import xdg_dir
-
-CACHE_ENV = "JOBKIT_TEMPLATE_CACHE"
-OFF_VALUES = frozenset({"off", "0", "no", "false"})
-FOLDER_MODE = 0o700
+from jobkit.core.cache_folder import cache_dir, private_folder
+from jobkit.core.version import __version__
 
 
 class ForgivingBytecodeCache(jinja2.FileSystemBytecodeCache):
@@ -47,17 +40,6 @@ class ForgivingBytecodeCache(jinja2.FileSystemBytecodeCache):
         """Write `bucket` (atomically, by Jinja); a full or read-only disk is ignored."""
         with contextlib.suppress(OSError):
             super().dump_bytecode(bucket)
-
-
-def cache_dir(environ: Mapping[str, str] | None = None) -> Path | None:
-    """The cache folder for this user, or None when the cache is off or there is no home."""
-    env = os.environ if environ is None else environ
-    chosen = env.get(CACHE_ENV, "")
-    if chosen.lower() in OFF_VALUES:
-        return None
-    if chosen:
-        return Path(chosen).expanduser()
-    return xdg_dir(env, "XDG_CACHE_HOME", ".cache", "jobkit", "templates")
 
 
 def bytecode_cache(
@@ -97,18 +79,3 @@ def settings_fingerprint(env: jinja2.Environment) -> str:
         sorted(getattr(env, "intercepted_unops", ())),
     )
     return hashlib.sha256(repr(settings).encode()).hexdigest()[:16]
-
-
-def private_folder(folder: Path) -> bool:
-    """Create `folder` (0700) if missing; True when it is a real folder of ours, not
-    writable by group or others."""
-    try:
-        folder.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
-        info = os.lstat(folder)
-    except OSError:
-        return False
-    return (
-        stat.S_ISDIR(info.st_mode)
-        and info.st_uid == os.getuid()
-        and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-    )

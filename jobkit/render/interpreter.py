@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from jobkit.spec.sections import Env
+    from jobkit.spec.env_section import Env
+    from jobkit.spec.schema import JobSpec
 
 
 @dataclass(frozen=True)
@@ -39,10 +40,14 @@ def choose_interpreter(
     env: Env,
     environ: Mapping[str, str] | None = None,
     executable: str | None = None,
+    *,
+    container: bool = False,
 ) -> Interpreter:
     """The interpreter for `env` (see the module docstring); `environ` and `executable`
-    default to this process's."""
+    default to this process's. In a container (`container`) the image's python3."""
     wanted = env.python
+    if container:
+        return Interpreter(None, "container: the image's python3 and torchrun (PATH inside)")
     if wanted == "system":
         return Interpreter(None, "env.python system: python3 and torchrun as found on PATH")
     if wanted != "auto":
@@ -69,3 +74,8 @@ def choose_interpreter(
             os.path.abspath(running), "env.python auto: the interpreter jobkit runs with"
         )
     return Interpreter(None, "env.python auto: no interpreter known, python3 from PATH")
+
+
+def spec_interpreter(spec: JobSpec) -> Interpreter:
+    """The interpreter of a whole spec: env.python's, or the image's with `container:`."""
+    return choose_interpreter(spec.env, container=spec.container is not None)

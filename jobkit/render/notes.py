@@ -7,11 +7,14 @@ Pure: reads the spec and env.python's choice, runs nothing.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from jobkit.backends.batch import BatchScheduler
 from jobkit.backends.registry import backend_class
-from jobkit.render.interpreter import Interpreter, choose_interpreter
-from jobkit.spec.schema import NODE_LAUNCHERS, JobSpec
+from jobkit.render.interpreter import Interpreter, spec_interpreter
+from jobkit.spec.derived import NODE_LAUNCHERS
+
+if TYPE_CHECKING:
+    from jobkit.spec.schema import JobSpec
 
 _PYTHON_MODULE = re.compile(r"python|conda|torch", re.IGNORECASE)
 """A module that brings a Python (python/3.11, anaconda3, pytorch/2.3): not cuda or gcc."""
@@ -20,7 +23,7 @@ _PYTHON_MODULE = re.compile(r"python|conda|torch", re.IGNORECASE)
 def spec_notes(spec: JobSpec, interpreter: Interpreter | None = None) -> list[str]:
     """The notes for `spec`, each a line without the `jobkit: ` prefix."""
     notes = _cpu_notes(spec)
-    python_note = _python_note(spec, interpreter or choose_interpreter(spec.env))
+    python_note = _python_note(spec, interpreter or spec_interpreter(spec))
     if python_note:
         notes.append(python_note)
     return notes
@@ -36,7 +39,7 @@ def _cpu_notes(spec: JobSpec) -> list[str]:
             f" {res.cpus_per_task} x {procs} = {spec.cpus_per_scheduler_task} CPUs"
         ]
     no_request = res.cpus_per_task is None and res.cpus_per_process is None
-    asks = issubclass(backend_class(spec.backend), BatchScheduler)  # local, ssh ask nobody
+    asks = backend_class(spec.backend).chooses_nodes  # a scheduler's default; launchers ask nobody
     if no_request and asks and procs > 1 and launcher in NODE_LAUNCHERS:
         return [
             f"no CPU request (resources.cpus_per_process): the scheduler's default (often"

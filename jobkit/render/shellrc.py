@@ -14,14 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from jobkit.backends.registry import backend_class
 from jobkit.core.errors import JobkitError
-from jobkit.render.engine import (
-    BUILTIN_PREFIX,
-    TemplateError,
-    _environment,
-    quote,
-    quote_path,
-    template_context,
-)
+from jobkit.render.engine import BUILTIN_PREFIX, TemplateError, _environment, template_context
+from jobkit.render.quoting import quote, quote_path
 
 if TYPE_CHECKING:
     import jinja2

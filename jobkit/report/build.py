@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from jobkit.core.conventions import METRICS_FILE
+from jobkit.core.earlier_runs import EarlierRuns, earlier_runs
 from jobkit.core.units import parse_duration, parse_memory_mb
 from jobkit.core.usage import Usage
 from jobkit.registry.record import JobRecord
@@ -53,6 +54,16 @@ class Report:
     gpus_per_node: int
     suggestion: Suggestion
     notes: list[str] = field(default_factory=list)
+    earlier_runs: int = 0
+    """A requeued job's runs before the latest (their time is in elapsed_s)."""
+    earlier_runs_s: float = 0.0
+    earlier_runs_from: str | None = None
+    """Who summed them: the scheduler's query ('sacct') or 'last seen' (at least)."""
+
+    @property
+    def last_run_s(self) -> float | None:
+        """The latest run's elapsed (the one the time limit applies to)."""
+        return None if self.elapsed_s is None else self.elapsed_s - self.earlier_runs_s
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -65,7 +76,10 @@ class Report:
             "elapsed_s": self.elapsed_s,
             "elapsed_source": self.elapsed_source,
             "time_limit_s": self.time_limit_s,
-            "time_used": _ratio(self.elapsed_s, self.time_limit_s),
+            "time_used": _ratio(self.last_run_s, self.time_limit_s),
+            "earlier_runs": self.earlier_runs,
+            "earlier_runs_s": self.earlier_runs_s,
+            "earlier_runs_from": self.earlier_runs_from,
             "mem_request_mb": self.mem_request_mb,
             "peak_mem_mb": self.peak_mem_mb,
             "mem_used": _ratio(self.peak_mem_mb, self.mem_request_mb),
@@ -135,6 +149,18 @@ def _elapsed(record: JobRecord, usage: Usage | None, now: float) -> tuple[float 
     return None, NO_ELAPSED
 
 
+def _earlier_fields(earlier: EarlierRuns, elapsed_source: str) -> dict[str, Any]:
+    """Report's earlier_runs fields (none where the elapsed is the time since submission,
+    which already holds them)."""
+    if not earlier.count or elapsed_source == SINCE_SUBMISSION:
+        return {}
+    return {
+        "earlier_runs": earlier.count,
+        "earlier_runs_s": earlier.seconds,
+        "earlier_runs_from": earlier.source,
+    }
+
+
 def _metrics(run_dir: str | None) -> tuple[Throughput | None, str | None]:
     if not run_dir:
         return None, "no run folder recorded"
@@ -156,6 +182,15 @@ def build_report(
     at = time.time() if now is None else now
     time_req, mem_req, gpus = _requested(record.spec)
     elapsed, elapsed_source = _elapsed(record, usage, at)
+    earlier = earlier_runs(record.extra)
+    if earlier.count and usage is not None and usage.requeued_run:
+        # accounting's latest line is the run that was requeued (no line for the queued run
+        # yet, e.g. slurmdbd behind): it is among the earlier runs; the current one has not begun
+        elapsed = 0.0
+    last_run = elapsed
+    if earlier.count and elapsed_source != SINCE_SUBMISSION:
+        # a requeued job: its earlier runs count too (core/earlier_runs.py)
+        elapsed = (elapsed or 0.0) + earlier.seconds
     limit = time_req if time_req is not None else (usage.time_limit_s if usage else None)
     figures = node_figures(usage) if usage else []
     peak = peak_node_rss_mb(usage, figures) if usage else None
@@ -213,7 +248,7 @@ def build_report(
         gpus_per_node=gpus,
         suggestion=suggest(
             state=record.state,
-            elapsed_s=elapsed,
+            elapsed_s=last_run,
             time_limit_s=limit,
             peak_mem_mb=peak,
             mem_request_mb=mem_req,
@@ -221,4 +256,5 @@ def build_report(
             gpu=gpus > 0,
         ),
         notes=notes,
+        **_earlier_fields(earlier, elapsed_source),
     )

@@ -36,8 +36,20 @@ def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
 
 def _time_line(report: Report) -> str:
     line = f"time        {_hms(report.elapsed_s)} elapsed"
+    last = report.last_run_s
+    if report.earlier_runs:
+        runs = report.earlier_runs + 1
+        how = (
+            f"from {report.earlier_runs_from}"
+            if report.earlier_runs_from not in (None, "last seen")
+            else "at least: as last seen"
+        )
+        line += (
+            f" in {runs} runs ({_hms(report.earlier_runs_s)} before the requeue"
+            f"{'s' if report.earlier_runs > 1 else ''}, {how}); the last {_hms(last)}"
+        )
     if report.time_limit_s:
-        share = _pct(report.elapsed_s / report.time_limit_s) if report.elapsed_s else "?"
+        share = _pct(last / report.time_limit_s) if last else "?"
         line += f" of {_hms(report.time_limit_s)} requested ({share})"
     else:
         line += ", no time limit requested"
@@ -70,8 +82,8 @@ def _cpu_lines(report: Report) -> list[str]:
     line = f"cpu         {_cpu(report.cpu_s)} CPU time"
     if report.cpu_efficiency is not None and usage.cpus:
         line += f": {_pct(report.cpu_efficiency)} of {usage.cpus} CPUs x the elapsed time"
-    elif report.elapsed_s:
-        line += f": {report.cpu_s / report.elapsed_s:.2f} cores busy on average"
+    elif report.last_run_s:
+        line += f": {report.cpu_s / report.last_run_s:.2f} cores busy on average"
     lines = [line]
     if report.nodes:
         rows = [["node", "CPUs", "CPU time", "efficiency", "peak memory", "steps"]]

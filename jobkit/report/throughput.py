@@ -1,4 +1,4 @@
-"""Trainer throughput from a run folder's metrics.jsonl (train/loop.py writes one record
+"""Trainer throughput from a run folder's metrics.jsonl (train/loop/loop.py writes one record
 per log interval): the median of the steady part, and what the trainer says of its GPUs."""
 
 from __future__ import annotations

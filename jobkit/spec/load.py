@@ -11,14 +11,11 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any, cast
 
 from jobkit.core import overrides
 from jobkit.core.errors import SpecError
 from jobkit.core.yamlsrc import KeyPath, format_path, load_yaml_file, lookup
-from jobkit.spec.errors import Problem, problems, show_value
 from jobkit.spec.profiles import (
     PROFILE_NAME_RE,
     TEMPLATE_DIR_KEY,
@@ -26,8 +23,10 @@ from jobkit.spec.profiles import (
     find_profile,
     profile_search_path,
 )
-from jobkit.spec.schema import JobSpec
-from jobkit.spec.walk import is_free_mapping, model_at, section_model, split_key
+
+if TYPE_CHECKING:
+    from jobkit.spec.errors import Problem
+    from jobkit.spec.schema import JobSpec
 
 DEFAULT_ORIGIN = "default"
 
@@ -85,6 +84,8 @@ class LoadedSpec:
 
     def origin(self, key: str | KeyPath) -> str:
         """Where a value came from: `job.yaml:7`, `--set resources.nodes=2` or `default`."""
+        from jobkit.spec.walk import split_key
+
         path = (split_key(key) or (key,)) if isinstance(key, str) else tuple(key)
         found = self.origins.get(path)
         return str(found) if found is not None else DEFAULT_ORIGIN
@@ -99,6 +100,7 @@ def load_spec(
     template_dir: str | Path | None = None,
     profile_dirs: Sequence[Path] | None = None,
     ignore_unsupported: bool = False,
+    remembered: bool = False,
 ) -> LoadedSpec:
     """Load, layer and validate a job spec; raise SpecError (one line) on the first problem.
 
@@ -107,7 +109,9 @@ def load_spec(
     --template-dir option; `profile_dirs` replaces the profile search path (default:
     JOBKIT_PROFILES, then ~/.config/jobkit/profiles). A key the job file or a --set gives
     that the backend cannot honour is refused (spec/unsupported.py); `ignore_unsupported`
-    lists it in `notes` instead.
+    lists it in `notes` instead. `remembered`: inputs that passed before are taken as they
+    passed, without importing pydantic (the spec is then a SpecView, spec/view.py), and
+    inputs that pass now are remembered (spec/remembered.py; what `jobkit render` does).
     """
     job_path = Path(path)
     doc = load_yaml_file(job_path, str(path))
@@ -122,14 +126,25 @@ def load_spec(
     search = profile_search_path() if profile_dirs is None else list(profile_dirs)
     site = _load_profile([job, *top], search)
     layers = ([site.layer] if site else []) + [job, *top]
+    key = _inputs_key(layers, job) if remembered else None
+    known = _recall(key)
     for layer in layers:
-        _use_source_text(layer)
+        if known is None:  # what it changes passed before: the same text, the same keys
+            _use_source_text(layer)
         _normalise(layer.data)
     merged: dict[str, Any] = {}
     for layer in layers:
         merged = overrides.merge(merged, layer.data)
-    spec = _validate(merged, layers, job)
-    notes = _unsupported(spec, [job, *top], ignore_unsupported)
+    notes: tuple[str, ...] = ()
+    if known is not None:
+        spec = known
+    else:
+        spec = _validate(merged, layers, job)
+        notes = _unsupported(spec, [job, *top], ignore_unsupported)
+        if key is not None and not notes:
+            from jobkit.spec.remembered import remember
+
+            remember(key, spec)
     chosen_dir = Path(template_dir) if template_dir is not None else None
     if chosen_dir is not None and not chosen_dir.is_dir():
         raise SpecError(f"not a directory: {chosen_dir}", file=f"--template-dir {template_dir}")
@@ -141,6 +156,24 @@ def load_spec(
         template_dir=chosen_dir or (site.template_dir if site else None),
         notes=notes,
     )
+
+
+def _inputs_key(layers: Sequence[Layer], job: Layer) -> str:
+    from jobkit.spec.remembered import inputs_key
+
+    roles = ["job" if layer is job else "layer" for layer in layers]
+    return inputs_key(
+        (role, layer.data, layer.source_text) for role, layer in zip(roles, layers, strict=True)
+    )
+
+
+def _recall(key: str | None) -> JobSpec | None:
+    """The remembered spec of these inputs (a SpecView standing in for JobSpec), or None."""
+    if key is None:
+        return None
+    from jobkit.spec.remembered import recall
+
+    return cast("JobSpec | None", recall(key))
 
 
 def _unsupported(spec: JobSpec, user_layers: Sequence[Layer], ignore: bool) -> tuple[str, ...]:
@@ -157,6 +190,8 @@ def _unsupported(spec: JobSpec, user_layers: Sequence[Layer], ignore: bool) -> t
 def parse_set(item: str) -> Layer:
     """One `--set key.path=value` as a layer; the value is parsed as YAML (`2`, `[a, b]`) by
     the grammar the trainer shares (jobkit/core/overrides.py)."""
+    from jobkit.spec.walk import split_key
+
     parsed = overrides.parse_set(item, split=split_key)
     _refuse_descending_into_value(parsed.path, parsed.source)
     return Layer(parsed.nested(), Location(parsed.source), source_text=dict(parsed.source_text))
@@ -179,6 +214,8 @@ def _load_profile(layers: Sequence[Layer], search: Sequence[Path]) -> _Profile |
     if name is None:
         return None
     if not isinstance(name, str) or not PROFILE_NAME_RE.match(name):
+        from jobkit.spec.errors import show_value
+
         raise SpecError(
             f"must be a profile name (letters, digits, . _ -; got {show_value(name)})",
             file=where.file,
@@ -202,6 +239,8 @@ def _load_profile(layers: Sequence[Layer], search: Sequence[Path]) -> _Profile |
         where = layer.location((TEMPLATE_DIR_KEY,))
         value = layer.data.pop(TEMPLATE_DIR_KEY)
         if not isinstance(value, str) or not value:
+            from jobkit.spec.errors import show_value
+
             raise SpecError(
                 f"must be a folder path (got {show_value(value)})",
                 file=where.file,
@@ -232,6 +271,8 @@ def _refuse_profile_only_keys(layer: Layer) -> None:
 
 def _refuse_descending_into_value(path: KeyPath, source: str) -> None:
     """`--set resources.nodes.x=1`: resources.nodes holds a value, not keys."""
+    from jobkit.spec.walk import is_free_mapping, model_at, section_model
+
     for end in range(1, len(path)):
         parent = path[:end]
         model = model_at(parent[:-1])
@@ -248,13 +289,16 @@ def _refuse_descending_into_value(path: KeyPath, source: str) -> None:
 
 def _use_source_text(layer: Layer) -> None:
     """Each key takes an unquoted scalar as written or as YAML read it (jobkit/spec/scalars.py)."""
-    from jobkit.spec.scalars import apply_source_text
+    from jobkit.spec.scalars import annotation_in, apply_source_text, by_shape
+    from jobkit.spec.schema import JobSpec
+    from jobkit.spec.values import SourceText
 
     def locate(path: KeyPath) -> tuple[str, int | None]:
         where = layer.location(path)
         return where.file, where.line
 
-    apply_source_text(layer.data, layer.source_text, locate)
+    annotation_at = by_shape(lambda path: annotation_in(JobSpec, path))
+    apply_source_text(layer.data, layer.source_text, locate, annotation_at, SourceText)
 
 
 def _normalise(data: dict[str, Any]) -> None:
@@ -265,9 +309,15 @@ def _normalise(data: dict[str, Any]) -> None:
 
 
 def _validate(merged: dict[str, Any], layers: Sequence[Layer], job: Layer) -> JobSpec:
+    from pydantic import ValidationError
+
+    from jobkit.spec.schema import JobSpec
+
     try:
         return JobSpec.model_validate(merged)
     except ValidationError as err:
+        from jobkit.spec.errors import problems  # only a spec with errors needs it
+
         found = problems(err, merged)
     ranked = [(_rank(problem.path, merged, layers, job), problem) for problem in found]
     ranked.sort(key=lambda item: item[0][:2])  # layer, then line: the order they are read in

@@ -13,7 +13,7 @@ for a day). So, key by key (YamlDoc.source_text has the text of every such scala
 - booleans, and `null`/`~`/an empty value (not set), keep YAML's meaning.
 
 The bundled trainer reads its config and `--set` values by the same rules over its own
-schema (train/config.py passes `annotation_at`).
+schema (train/config/load.py passes `annotation_at`).
 """
 
 from __future__ import annotations
@@ -42,28 +42,37 @@ def apply_source_text(
     data: dict[str, Any],
     source_text: dict[KeyPath, str],
     locate: Locate,
-    annotation_at: AnnotationAt | None = None,
+    annotation_at: AnnotationAt,
+    marker: type | None = None,
 ) -> None:
     """Put back the text as written where the key wants text; refuse misleading numbers.
 
     `data` is changed in place; SpecError names the file, line and key of a refused value.
-    `annotation_at` gives the type at a key path (default: the job spec's, JobSpec, whose
-    SourceText marker makes a key text; the job schema is not imported otherwise: the
-    trainer imports this module).
+    `annotation_at` gives the type at a key path (the job spec's, from spec/load.py, or the
+    trainer's config schema); a type carrying `marker` (the spec's SourceText) is text too.
+    This module imports no schema: the trainer imports it.
     """
-    marker: type | None = None
-    if annotation_at is None:
-        from jobkit.spec.schema import JobSpec
-        from jobkit.spec.values import SourceText
-
-        marker = SourceText
-        annotation_at = lambda path: annotation_in(JobSpec, path)  # noqa: E731
     for path, text in source_text.items():
         kind = _kind_at(annotation_at(path), marker)
         if kind == "text":
             _set(data, path, text)
         elif kind == "number":
             _refuse_misread_number(path, text, locate)
+
+
+def by_shape(find: AnnotationAt) -> AnnotationAt:
+    """`find`, asked once per shape of path: every item of a list (or value of a mapping) has
+    the same type, so `sweep.grid.b.0` and `sweep.grid.b.999` are one question (a sweep of
+    1,000 values took 1,000 walks of the schema)."""
+    found: dict[KeyPath, Any] = {}
+
+    def at(path: KeyPath) -> Any:
+        shape = tuple(0 if isinstance(part, int) else part for part in path)
+        if shape not in found:
+            found[shape] = find(shape)
+        return found[shape]
+
+    return at
 
 
 def _kind_at(annotation: Any, marker: type | None) -> str | None:

@@ -16,14 +16,21 @@ from pydantic import (
 )
 
 from jobkit.backends.pbs.options import PbsOptions
+from jobkit.backends.registry import DEFAULT as DEFAULT_BACKEND
 from jobkit.backends.registry import backend_class, builtin_names
 from jobkit.backends.sge.options import SgeOptions
 from jobkit.backends.ssh_options import Ssh
+from jobkit.container.checks import check_container
+from jobkit.container.spec import Container
 from jobkit.core.errors import CrossFieldError
+from jobkit.notify.spec import Notify
+from jobkit.spec import derived
 from jobkit.spec.commands import command_launcher, launcher_in_command_message
-from jobkit.spec.model import StrictModel
+from jobkit.spec.derived import NODE_LAUNCHERS
+from jobkit.spec.env_section import Env
+from jobkit.spec.model import StrictModel, default_section
 from jobkit.spec.sections import (
-    Env,
+    Code,
     Launch,
     Logs,
     Monitor,
@@ -35,29 +42,37 @@ from jobkit.spec.sections import (
 from jobkit.spec.sweep import check_sweep_backend
 from jobkit.spec.values import BackendName, JobName, SafeStr
 
-NODE_LAUNCHERS = ("torchrun", "distributed-launch", "spawn", "none")
-"""Launchers started once per node, which start that node's processes themselves (`none`: the
-program itself, once per node)."""
 
-
-class JobSpec(StrictModel):
+class JobSpec(StrictModel, derived.DerivedValues):
     """A whole job: the top level of a job YAML."""
 
     name: JobName = Field(
         description="Job name: letters, digits and . _ + - (used in log and run folder names)."
     )
-    backend: BackendName = Field("local", description="Where the job runs.")
+    backend: BackendName = Field(DEFAULT_BACKEND, description="Where the job runs.")
     profile: SafeStr | None = Field(None, description="Site profile to layer under this file.")
-    resources: Resources = Field(default_factory=Resources)
-    scheduler: Scheduler = Field(default_factory=Scheduler)
-    env: Env = Field(default_factory=Env)
-    launch: Launch = Field(default_factory=Launch)
+    cluster: SafeStr | None = Field(
+        None,
+        description="Submit to this cluster of clusters.yaml over ssh, as `jobkit submit --on"
+        " NAME` (`--on` wins); docs/remote.md.",
+    )
+    resources: Resources = Field(default_factory=default_section(Resources))
+    scheduler: Scheduler = Field(default_factory=default_section(Scheduler))
+    env: Env = Field(default_factory=default_section(Env))
+    launch: Launch = Field(default_factory=default_section(Launch))
     run: Run
-    ssh: Ssh = Field(default_factory=Ssh)
-    sge: SgeOptions = Field(default_factory=SgeOptions)
-    pbs: PbsOptions = Field(default_factory=PbsOptions)
-    monitor: Monitor = Field(default_factory=Monitor)
-    logs: Logs = Field(default_factory=Logs)
+    ssh: Ssh = Field(default_factory=default_section(Ssh))
+    sge: SgeOptions = Field(default_factory=default_section(SgeOptions))
+    pbs: PbsOptions = Field(default_factory=default_section(PbsOptions))
+    container: Container | None = Field(
+        None, description="Run the launcher inside an image on every node (docs/containers.md)."
+    )
+    monitor: Monitor = Field(default_factory=default_section(Monitor))
+    logs: Logs = Field(default_factory=default_section(Logs))
+    notify: Notify | None = Field(
+        None, description="Messages when the job starts, ends, fails or stalls; docs/notify.md."
+    )
+    code: Code = Field(default_factory=default_section(Code))
     sweep: Sweep | None = Field(
         None,
         description="A parameter sweep: the job runs once per override set, as one array job"
@@ -73,56 +88,6 @@ class JobSpec(StrictModel):
         check_cross_fields(self)
         backend_class(self.backend).validate(self)
         return self
-
-    # Derived values the templates use; pure functions of the spec.
-
-    @property
-    def procs_per_node(self) -> int:
-        """Processes per node after resolving `auto`."""
-        if self.launch.nproc_per_node != "auto":
-            return int(self.launch.nproc_per_node)
-        return self.resources.gpus_per_node or 1
-
-    @property
-    def tasks_per_node(self) -> int:
-        """Scheduler tasks per node: one launcher per node (torchrun, distributed-launch,
-        spawn), else one task per process."""
-        if self.resources.tasks_per_node is not None:
-            return self.resources.tasks_per_node
-        return 1 if self.launch.launcher in NODE_LAUNCHERS else self.procs_per_node
-
-    @property
-    def world_size(self) -> int:
-        """Total training processes."""
-        return self.resources.nodes * self.procs_per_node
-
-    @property
-    def cpus_per_scheduler_task(self) -> int | None:
-        """CPUs to ask for each scheduler task: the CPUs per process times the processes a
-        task starts (all of a node's with torchrun, one with srun, mpirun and submitit)."""
-        per_process = self.cpus_per_process
-        if per_process is None:
-            return None
-        if backend_class(self.backend).task_per_process:
-            return per_process
-        return per_process * self.procs_per_node // self.tasks_per_node
-
-    @property
-    def cpus_per_process(self) -> int | None:
-        """CPU cores of each training process: cpus_per_process, else cpus_per_task read the
-        same way (a seed's "cores per GPU"; render/notes.py says so where a node's one task
-        then asks for more); None when neither is given."""
-        res = self.resources
-        return res.cpus_per_process if res.cpus_per_process is not None else res.cpus_per_task
-
-    @property
-    def cpus_per_task_reinterpreted(self) -> bool:
-        """cpus_per_task is given where one scheduler task starts several processes: it is
-        taken per process, so the task asks for more than the number written."""
-        res = self.resources
-        if res.cpus_per_task is None or backend_class(self.backend).task_per_process:
-            return False
-        return self.procs_per_node > self.tasks_per_node
 
 
 def _move_deprecated_pbs_keys(spec: JobSpec) -> None:
@@ -151,6 +116,7 @@ def check_cross_fields(spec: JobSpec) -> None:
     _check_node_range(spec)
     _check_node_launcher(spec)
     _check_command_launcher(spec)
+    check_container(spec)
     if launch.launcher in NODE_LAUNCHERS and res.tasks_per_node not in (None, 1):
         raise CrossFieldError(
             "resources.tasks_per_node",

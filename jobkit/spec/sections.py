@@ -1,6 +1,7 @@
-"""The job spec's sections (resources, scheduler, env, launch, run, monitor, logs, sweep): each
-key, its type, default and description. spec/schema.py composes them into JobSpec, with the
-backends' own sections (backends/ssh_options.py, sge/options.py, pbs/options.py)."""
+"""The job spec's sections (resources, scheduler, launch, run, monitor, logs, code, sweep;
+env in env_section.py): each key, its type, default and description. spec/schema.py composes
+them into JobSpec, with the backends' own sections (backends/ssh_options.py, sge/options.py,
+pbs/options.py)."""
 
 from __future__ import annotations
 
@@ -15,16 +16,14 @@ from pydantic import (
 
 from jobkit.core.errors import CrossFieldError
 from jobkit.core.units import parse_period
-from jobkit.spec.model import StrictModel
+from jobkit.spec.model import StrictModel, empty_dict, empty_list
 from jobkit.spec.noderange import node_count, split_node_range
 from jobkit.spec.sweep import check_sweep
 from jobkit.spec.values import (
     Argv,
     DurationSeconds,
-    EnvName,
     MemoryMB,
     NonEmptySafeStr,
-    PythonChoice,
     SafeStr,
     ScalarValue,
     ShellWordsList,
@@ -115,7 +114,8 @@ class Scheduler(StrictModel):
     dependency: SafeStr | None = Field(None, description="e.g. afterok:12345.")
     mail_user: SafeStr | None = Field(None, description="Where the scheduler sends mail.")
     mail_type: StrList = Field(
-        default_factory=list, description="When to send mail, e.g. [END, FAIL]; needs mail_user."
+        default_factory=empty_list,
+        description="When to send mail, e.g. [END, FAIL]; needs mail_user.",
     )
     requeue: bool = Field(False, description="Let the scheduler (and jobkit) requeue the job.")
     max_attempts: int = Field(
@@ -130,7 +130,7 @@ class Scheduler(StrictModel):
         None, description="Preemption warning, e.g. USR2@120: that signal 120 s before the end."
     )
     extra: StrList = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Raw directives added as-is after the generated ones, e.g. --reservation=x."
         " Each is split into words and every word is quoted.",
     )
@@ -146,91 +146,6 @@ class Scheduler(StrictModel):
         description="After a NODE_FAIL, or a failed launch.preflight naming a node, later jobs"
         " of this backend leave that node out (Slurm --exclude) for this long: 6h, 30m, 1d,"
         " minutes or HH:MM:SS; 0 switches it off (docs/nodes.md, `jobkit nodes`).",
-    )
-
-
-class Nccl(StrictModel):
-    """NCCL network settings: a preset plus overrides."""
-
-    preset: Literal["auto", "ethernet", "infiniband"] = Field(
-        "auto",
-        description="auto: NCCL decides; ethernet: sockets only, 4 threads x 4 sockets;"
-        " infiniband: IB verbs (docs/spec.md, NCCL presets).",
-    )
-    socket_ifname: SafeStr | None = Field(None, description="NCCL_SOCKET_IFNAME, e.g. eth0.")
-    ib_hca: SafeStr | None = Field(None, description="NCCL_IB_HCA, e.g. mlx5.")
-    ib_gid_index: int | None = Field(
-        None, ge=0, le=255, description="NCCL_IB_GID_INDEX (RoCE: often 3)."
-    )
-    p2p_level: Literal["LOC", "NVL", "PIX", "PXB", "PHB", "SYS"] | None = Field(
-        None, description="NCCL_P2P_LEVEL: how far apart two GPUs may be for peer-to-peer."
-    )
-    socket_nthreads: int | None = Field(
-        None, ge=1, le=16, description="NCCL_SOCKET_NTHREADS (ethernet preset: 4)."
-    )
-    nsocks_perthread: int | None = Field(
-        None, ge=1, le=64, description="NCCL_NSOCKS_PERTHREAD (ethernet preset: 4)."
-    )
-    vars: dict[EnvName, ScalarValue] = Field(
-        default_factory=dict, description="Any NCCL_* overrides."
-    )
-
-    @model_validator(mode="after")
-    def _check_sockets(self) -> Nccl:
-        threads, socks = self.socket_nthreads, self.nsocks_perthread
-        if threads is not None and socks is not None and threads * socks > 64:
-            raise CrossFieldError(
-                "env.nccl.nsocks_perthread",
-                f"NCCL allows at most 64 sockets: socket_nthreads x nsocks_perthread is"
-                f" {threads} x {socks}",
-            )
-        return self
-
-
-def _nccl_shorthand(value: object) -> object:
-    return {"preset": value} if isinstance(value, str) else value
-
-
-def _upper(value: object) -> object:
-    return value.upper() if isinstance(value, str) else value
-
-
-class Env(StrictModel):
-    """The software environment the job runs in."""
-
-    modules: StrList = Field(default_factory=list, description="`module load` these, in order.")
-    conda: SafeStr | None = Field(None, description="Conda environment name or prefix.")
-    venv: SafeStr | None = Field(None, description="Python venv folder to activate.")
-    python: PythonChoice = Field(
-        "auto",
-        description="The Python the job runs with. auto: without env.venv or env.conda, the"
-        " environment jobkit runs from (the active virtualenv or conda env, else jobkit's own"
-        " interpreter), written into the script as an absolute path whose bin/ goes first on"
-        " PATH (so torchrun and python come from it); system: whatever PATH finds on the node;"
-        " or an absolute path to a python. On a cluster the path must exist on the compute"
-        " nodes (a shared file system).",
-    )
-    setup: StrList = Field(
-        default_factory=list,
-        description="Shell lines run before launch. The one field rendered as code, unquoted.",
-    )
-    vars: dict[EnvName, ScalarValue] = Field(default_factory=dict, description="Exported vars.")
-    nccl: Annotated[Nccl, BeforeValidator(_nccl_shorthand)] = Field(
-        default_factory=Nccl,
-        description="NCCL network settings; a preset name alone is short for {preset: NAME}.",
-    )
-    log_level: (
-        Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR"], BeforeValidator(_upper)] | None
-    ) = Field(
-        None,
-        description="The bundled trainer's console level, torchrun's LOGLEVEL and"
-        " TORCH_CPP_LOG_LEVEL; DEBUG adds TORCH_DISTRIBUTED_DEBUG=DETAIL (docs/spec.md,"
-        " Logging and debugging).",
-    )
-    debug: bool = Field(
-        False,
-        description="CUDA_LAUNCH_BLOCKING=1, TORCH_DISTRIBUTED_DEBUG=DETAIL, NCCL_DEBUG=INFO and"
-        " friends (docs/spec.md, Logging and debugging).",
     )
 
 
@@ -265,7 +180,7 @@ class Launch(StrictModel):
         " with one line naming the node (docs/preflight.md).",
     )
     extra_args: ShellWordsList = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="More arguments for the launcher, after jobkit's own: torchrun's (e.g."
         " --rdzv-conf=read_timeout=300), srun's (--cpu-bind=cores, --mpi=pmix) or mpirun's"
         " (--bind-to core). Each entry is split like a shell and every word quoted.",
@@ -302,7 +217,7 @@ class TrainRun(StrictModel):
         description="A bundled config name (tiny-lm, mlp) or a path to a trainer YAML."
     )
     overrides: dict[SafeStr, ScalarValue] = Field(
-        default_factory=dict, description="Trainer --set overrides, e.g. {train.steps: 200}."
+        default_factory=empty_dict, description="Trainer --set overrides, e.g. {train.steps: 200}."
     )
 
 
@@ -349,6 +264,29 @@ class Logs(StrictModel):
 
     dir: NonEmptySafeStr = Field(
         "logs", description="Log folder, relative to the directory you submit from."
+    )
+
+
+class Code(StrictModel):
+    """Frozen code (docs/provenance.md): the job runs from a snapshot of its git work tree
+    taken at submit, so editing the source while the job waits changes nothing for it."""
+
+    snapshot: bool = Field(
+        True,
+        description="Inside a git work tree, run the job from a snapshot of it taken at submit"
+        " (tracked files at HEAD plus uncommitted changes), kept under $JOBKIT_HOME/snapshots"
+        " and shared by identical submissions; false: run the submit folder as it is when"
+        " the job starts.",
+    )
+    include_untracked: bool = Field(
+        False,
+        description="Put untracked files (not ignored by .gitignore) into the snapshot too.",
+    )
+    max_size: MemoryMB = Field(
+        "300M",
+        validate_default=True,
+        description="The largest snapshot taken (sizes as resources.mem); a bigger one is"
+        " refused, naming its biggest files.",
     )
 
 

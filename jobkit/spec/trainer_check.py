@@ -3,7 +3,7 @@
     check_trainer_config(loaded, workdir=Path.cwd())   # SpecError naming file:line:key
 
 `run.train.config` and `run.train.overrides` are checked by the trainer's own loader
-(train/config.py, torch-free), with the overrides as the exact `--set key=value` words the
+(train/config/load.py, torch-free), with the overrides as the exact `--set key=value` words the
 script passes. A problem is one SpecError at the job file's line of the key at fault.
 A config given as a path is looked up where the trainer will run: relative to the
 submission directory, or to run.workdir when that is set. Plug-in models and datasets
@@ -19,15 +19,15 @@ import hashlib
 import importlib.util
 from pathlib import Path
 
-import pydantic
-
 from jobkit.core.errors import SpecError
 from jobkit.core.overrides import set_word
 from jobkit.spec.load import LoadedSpec
 
 _CONFIG_CODE = (
-    "train/config.py",
-    "train/config_schema.py",
+    "train/config/load.py",
+    "train/config/schema.py",
+    "train/config/sections.py",
+    "train/config/args.py",
     "jobkit/core/yamlsrc.py",
     "jobkit/core/overrides.py",
     "jobkit/spec/scalars.py",
@@ -71,7 +71,7 @@ def check_trainer_config(loaded: LoadedSpec, workdir: Path) -> None:
     passed = _passed_marker(config, [*overrides, f"world_size={loaded.spec.world_size}"])
     if passed is not None and passed.exists():
         return  # these very inputs passed before: the check is not run again
-    from train.config import ConfigError, load_config
+    from train.config.load import ConfigError, load_config
 
     try:
         strategy = load_config(config, overrides).config.distributed.strategy
@@ -118,7 +118,7 @@ def _passed_marker(config: str, overrides: list[str]) -> Path | None:
     overrides passed the check (its name hashes them, the config file's bytes, the trainer's
     config code and pydantic's version: a change to any is a miss). The check costs about
     18 ms of `jobkit render`, mostly importing the trainer's models; a hit costs a hash."""
-    from jobkit.render.cache import cache_dir, private_folder
+    from jobkit.core.cache_folder import cache_dir, private_folder
 
     folder, trainer = cache_dir(), _trainer_folder()
     if folder is None or trainer is None:
@@ -130,7 +130,9 @@ def _passed_marker(config: str, overrides: list[str]) -> Path | None:
             digest.update(source.read_bytes() + b"\0")
     except OSError:
         return None  # not there: the check itself says so
-    digest.update("\0".join([config, *overrides, pydantic.VERSION]).encode())
+    from jobkit.spec.remembered import pydantic_marks
+
+    digest.update("\0".join([config, *overrides, repr(pydantic_marks())]).encode())
     if not private_folder(folder):
         return None
     return folder / f"trainer-config-ok-{digest.hexdigest()[:32]}"

@@ -190,8 +190,10 @@ jobkit_exit_code() {
   fi
 }
 
+# The exit code, then the job's scheduler id: a run's attempts share the folder, and jobkit
+# reads only its own job's code (core/run_files.py).
 jobkit_write_exit_code() {
-  echo "$1" >"$jobkit_exit_file.tmp"
+  printf '%s\n%s\n' "$1" "${JOBKIT_JOB_ID:-}" >"$jobkit_exit_file.tmp"
   mv -f -- "$jobkit_exit_file.tmp" "$jobkit_exit_file"
 }
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from jobkit.backends.base import SubmitRequest, TrackedJob
-from jobkit.backends.pbs.backend import (
-    _match_ids,
+from jobkit.backends.pbs.backend import _match_ids
+from jobkit.backends.pbs.parse import (
     hosts_of,
     match_submissions,
     observe_pro,
@@ -266,3 +266,38 @@ def test_qdel_cancel_and_one_qstat_per_status(
         # A job jobkit cancelled that then ends unsuccessfully is confirmed CANCELLED.
         assert final["state"] == "CANCELLED", final
         assert final["state_source"] in ("qstat", "exit-file")
+
+
+def test_a_job_deleted_before_it_started_is_cancelled_whatever_its_run_folder_says(
+    tmp_path: Path,
+) -> None:
+    """The Torque wrappers show a job qdel'd while waiting as `C` with no exec_host and no
+    exit status (seen here). A chain's later stage shares its run folder with its next
+    attempt, which wrote exit_code 0: the waiting attempt was shown SUCCEEDED (CI)."""
+    from jobkit.backends.base import Observation
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "exit_code").write_text("0\n")
+    job = TrackedJob("jk0", "80", tmp_path, tmp_path, {"run_dir": str(run_dir)})
+    never_ran = Observation(State.SUCCEEDED, "C", "qstat")
+    ran = Observation(State.SUCCEEDED, "C", "qstat", nodes="n1")
+    answer = _match_ids([job], {"80": never_ran})["80"]
+    assert (answer.state, answer.exit_code, answer.source) == (State.CANCELLED, None, "qstat")
+    assert answer.reason is not None and "deleted while waiting" in answer.reason
+    answer = _match_ids([job], {"80": ran})["80"]
+    assert (answer.state, answer.exit_code, answer.source) == (State.SUCCEEDED, 0, "exit-file")
+
+
+def test_a_job_qstat_forgot_reads_only_its_own_exit_code(tmp_path: Path) -> None:
+    """qstat forgets a finished job (the Torque wrappers after MinJobAge): its run folder's
+    exit_code decides, but only when this job wrote it. A chain's stage cancelled while
+    waiting shares the folder with its next attempt, whose `0` made it SUCCEEDED (CI)."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    job = TrackedJob("jk0", "8166", tmp_path, tmp_path, {"run_dir": str(run_dir)})
+    (run_dir / "exit_code").write_text("0\n8170\n")  # attempt 2 (job 8170) wrote it
+    assert _match_ids([job], {}) == {}
+    (run_dir / "exit_code").write_text("3\n8166\n")
+    answer = _match_ids([job], {})["8166"]
+    assert (answer.state, answer.exit_code, answer.source) == (State.FAILED, 3, "exit-file")

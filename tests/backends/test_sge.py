@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from jobkit.backends.base import TrackedJob
-from jobkit.backends.sge.backend import CANCELLED_FILE, _finished_observation, _live_observation
+from jobkit.backends.sge.observe import CANCELLED_FILE, finished_observation, live_observation
 from jobkit.backends.sge.parse import parse_qacct, parse_qstat_xml, parse_qsub_terse
 from jobkit.backends.sge.states import normalize_qstat_state
 from jobkit.core.errors import SchedulerError
@@ -47,7 +47,7 @@ def test_qstat_xml_lists_running_and_pending_jobs() -> None:
 def test_array_rows_become_one_observation_running_wins() -> None:
     rows = [row for row in parse_qstat_xml(sample("qstat_xml_array.txt")) if row.number == "21"]
     assert [row.tasks for row in rows] == ["1", "2", "3"]
-    obs = _live_observation(rows)
+    obs = live_observation(rows)
     assert (obs.state, obs.nodes, obs.source) == (State.RUNNING, "n1,n2", "qstat")
 
 
@@ -74,7 +74,7 @@ def test_error_state_says_how_to_find_out_why() -> None:
     rows = parse_qstat_xml(sample("qstat_xml_running.txt"))
     from dataclasses import replace
 
-    obs = _live_observation([replace(rows[0], letters="Eqw")])
+    obs = live_observation([replace(rows[0], letters="Eqw")])
     assert obs.state is State.HELD and obs.reason and "qstat -j" in obs.reason
 
 
@@ -100,11 +100,11 @@ def tracked(tmp_path: Path, run_dir: Path | None = None, **extra: str) -> Tracke
 
 
 def test_finished_job_states_from_qacct(tmp_path: Path) -> None:
-    ok = _finished_observation(tracked(tmp_path), parse_qacct(sample("qacct_ok.txt")))
+    ok = finished_observation(tracked(tmp_path), parse_qacct(sample("qacct_ok.txt")))
     assert ok is not None and (ok.state, ok.exit_code, ok.source) == (State.SUCCEEDED, 0, "qacct")
-    failed = _finished_observation(tracked(tmp_path), parse_qacct(sample("qacct_exit3.txt")))
+    failed = finished_observation(tracked(tmp_path), parse_qacct(sample("qacct_exit3.txt")))
     assert failed is not None and (failed.state, failed.exit_code) == (State.FAILED, 3)
-    killed = _finished_observation(tracked(tmp_path), parse_qacct(sample("qacct_deleted.txt")))
+    killed = finished_observation(tracked(tmp_path), parse_qacct(sample("qacct_deleted.txt")))
     assert killed is not None and (killed.state, killed.signal) == (State.FAILED, 9)
     assert killed.reason == "qacct failed 100 : assumedly after job"
 
@@ -112,7 +112,7 @@ def test_finished_job_states_from_qacct(tmp_path: Path) -> None:
 def test_a_job_jobkit_cancelled_is_cancelled_not_failed(tmp_path: Path) -> None:
     job = tracked(tmp_path)
     (job.job_dir / CANCELLED_FILE).write_text("cancelled by jobkit\n")
-    obs = _finished_observation(job, parse_qacct(sample("qacct_deleted.txt")))
+    obs = finished_observation(job, parse_qacct(sample("qacct_deleted.txt")))
     assert obs is not None and obs.state is State.CANCELLED
 
 
@@ -123,16 +123,16 @@ def test_the_scripts_exit_code_wins_over_a_helper_hosts_record(tmp_path: Path) -
     run_dir.mkdir()
     (run_dir / "exit_code").write_text("1\n")
     records = parse_qacct(sample("qacct_ok.txt")) + parse_qacct(sample("qacct_deleted.txt"))
-    obs = _finished_observation(tracked(tmp_path, run_dir), records)
+    obs = finished_observation(tracked(tmp_path, run_dir), records)
     assert obs is not None and (obs.state, obs.exit_code) == (State.FAILED, 1)
 
 
 def test_before_accounting_the_run_folder_answers(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    assert _finished_observation(tracked(tmp_path, run_dir), []) is None  # not known yet
+    assert finished_observation(tracked(tmp_path, run_dir), []) is None  # not known yet
     (run_dir / "exit_code").write_text("0\n")
-    obs = _finished_observation(tracked(tmp_path, run_dir), [])
+    obs = finished_observation(tracked(tmp_path, run_dir), [])
     assert obs is not None and (obs.state, obs.source) == (State.SUCCEEDED, "exit-file")
 
 
@@ -140,7 +140,7 @@ def test_time_limit_is_timeout(tmp_path: Path) -> None:
     text = sample("qacct_exit3.txt").replace(
         "failed       0", "failed       37  : qmaster enforced h_rt, h_cpu, or h_vmem limit"
     )
-    obs = _finished_observation(tracked(tmp_path), parse_qacct(text))
+    obs = finished_observation(tracked(tmp_path), parse_qacct(text))
     assert obs is not None and obs.state is State.TIMEOUT
 
 
@@ -211,10 +211,10 @@ def test_memory_is_the_largest_resident_set_of_any_host(tmp_path: Path) -> None:
     Slurm's form: qacct prints getrusage's kilobytes as bytes, so `2.5MB` is 2.5 GB (2500000K)
     and the recorded bash job's `4.395KB` is 4395K (a 4 MB shell, not 4 kilobytes)."""
     ok = parse_qacct(sample("qacct_ok.txt"))
-    alone = _finished_observation(tracked(tmp_path), ok)
+    alone = finished_observation(tracked(tmp_path), ok)
     assert alone is not None and alone.max_rss == "4395K", alone
     big = sample("qacct_ok.txt").replace("ru_maxrss    4.395KB", "ru_maxrss    2.5MB")
-    obs = _finished_observation(tracked(tmp_path), ok + parse_qacct(big))
+    obs = finished_observation(tracked(tmp_path), ok + parse_qacct(big))
     assert obs is not None and obs.max_rss == "2500000K", obs
 
 

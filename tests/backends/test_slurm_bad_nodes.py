@@ -72,6 +72,7 @@ def test_switched_off_spec_is_submitted_without_exclusion(workdir: Path, jobkit:
 
 
 @pytest.mark.slow
+@pytest.mark.cluster_alone  # takes a node down
 def test_node_downed_during_a_job_is_excluded_from_the_next(workdir: Path, jobkit: Invoke) -> None:
     """The issue's case: a node goes down under a running job (scontrol ... state=down, the
     job ends NODE_FAIL: jobkit's scripts submit with --no-requeue by default); `jobkit

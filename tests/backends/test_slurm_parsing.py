@@ -22,6 +22,7 @@ from jobkit.backends.slurm.tasks import (
     aggregate,
     array_observation,
     array_size,
+    choose,
     observe_sacct,
     observe_squeue,
     sacct_exit_code,
@@ -259,3 +260,99 @@ def test_an_ended_array_task_drops_the_array_limit_it_waited_on() -> None:
     assert ended["13"][None].reason == "NonZeroExitCode"
     waiting = sacct_tasks(parse_sacct("14_3|14|PENDING|0:0|00:00:00||JobArrayTaskLimit|||\n"))
     assert waiting["14"]["3"].reason == "JobArrayTaskLimit"
+
+
+def test_a_requeued_job_s_earlier_runs_are_summed_from_sacct_duplicates() -> None:
+    """sacct -D of a job requeued twice (recorded on this cluster, `scontrol requeue`):
+    the latest run is the job's; the two before it add up to its earlier runs."""
+    out = (
+        "5067|5067|REQUEUED|0:0|00:00:07|n2|None|||\n"
+        "5067.batch|5067.batch|CANCELLED|0:15|00:00:07|n2||||\n"
+        "5067|5067|REQUEUED|0:0|00:01:02|n2|BeginTime|||\n"
+        "5067|5067|RUNNING|0:0|00:00:03|n2|BeginTime|||\n"
+        "5067.batch|5067.batch|RUNNING|0:0|00:00:03|n2||||\n"
+    )
+    (run,) = parse_sacct(out)
+    assert (run.raw_state, run.elapsed_s, run.runs, run.earlier_elapsed_s) == (
+        "RUNNING",
+        3.0,
+        3,
+        69.0,
+    )
+    obs = sacct_tasks([run])["5067"][None]
+    assert (obs.requeues, obs.earlier_runs_s) == (2, 69.0)
+    # Never requeued: no sum to give (the registry keeps no earlier runs).
+    (plain,) = parse_sacct("9|9|COMPLETED|0:0|00:01:00|n1||||\n")
+    assert sacct_tasks([plain])["9"][None].earlier_runs_s is None
+
+
+def test_a_pending_requeued_job_gets_sacct_s_sum_with_squeue_s_state() -> None:
+    live = squeue_tasks(parse_squeue("5067|5067|N/A|PENDING|BeginTime||0:00|1\n"))
+    done = sacct_tasks(
+        parse_sacct(
+            "5067|5067|REQUEUED|0:0|00:00:07|n2|None|||\n"
+            "5067|5067|PENDING|0:0|00:00:00|None assigned|BeginTime|||\n"
+        )
+    )
+    obs = choose(live["5067"][None], done["5067"][None])
+    assert obs is not None
+    assert (obs.state, obs.source, obs.elapsed_s) == (State.QUEUED, "squeue", 0.0)
+    assert (obs.requeues, obs.earlier_runs_s, obs.earlier_runs_from) == (1, 7.0, "sacct")
+    # sacct one run behind squeue (its second requeue not written yet): squeue's answer.
+    behind = done
+    live2 = squeue_tasks(parse_squeue("5067|5067|N/A|PENDING|BeginTime||0:00|2\n"))
+    late = choose(live2["5067"][None], behind["5067"][None])
+    assert late is not None and late.earlier_runs_s is None and late.requeues == 2
+
+
+def test_a_requeued_job_whose_new_run_sacct_has_not_written_gets_the_ended_runs_sum() -> None:
+    """slurmdbd writes the requeued job's new (PENDING) line a moment after squeue shows it
+    back in the queue (CI: `status JOB` said "at least: as last seen" there). sacct's lines
+    all being ended runs, their sum is the exact time already run."""
+    live = squeue_tasks(parse_squeue("6725|6725|N/A|PENDING|BeginTime||0:00|1\n"))
+    done = sacct_tasks(parse_sacct("6725|6725|REQUEUED|0:0|00:00:05|n1|None|||\n"))
+    obs = choose(live["6725"][None], done["6725"][None])
+    assert obs is not None
+    assert (obs.state, obs.source, obs.requeues) == (State.QUEUED, "squeue", 1)
+    assert (obs.earlier_runs_s, obs.earlier_runs_from) == (5.0, "sacct")
+    # Twice requeued, the second run's line written but not the third's: 7 + 62 s.
+    live2 = squeue_tasks(parse_squeue("6725|6725|N/A|PENDING|BeginTime||0:00|2\n"))
+    done2 = sacct_tasks(
+        parse_sacct(
+            "6725|6725|REQUEUED|0:0|00:00:07|n2|None|||\n"
+            "6725|6725|REQUEUED|0:0|00:01:02|n2|BeginTime|||\n"
+        )
+    )
+    both = choose(live2["6725"][None], done2["6725"][None])
+    assert both is not None and (both.requeues, both.earlier_runs_s) == (2, 69.0)
+    # The same REQUEUED line with squeue counting two requeues: a run is missing, no sum.
+    missing = choose(live2["6725"][None], done["6725"][None])
+    assert missing is not None and missing.earlier_runs_s is None
+
+
+def test_a_completing_row_does_not_shrink_the_jobs_nodes() -> None:
+    """A 2-node job that ended in a second was recorded as `nodes n1`: squeue lists only the
+    nodes still completing. The row says nothing of the nodes, so the record keeps n[1-2]."""
+    from jobkit.core.lifecycle import Progress, apply_observation
+
+    fields = "|".join
+    running = squeue_tasks(
+        parse_squeue(fields(["7", "7", "N/A", "RUNNING", "None", "n[1-2]", "0:01", "0"]) + "\n")
+    )["7"][None]
+    completing = squeue_tasks(
+        parse_squeue(fields(["7", "7", "N/A", "COMPLETING", "None", "n1", "0:01", "0"]) + "\n")
+    )["7"][None]
+    assert (running.nodes, completing.nodes, completing.state) == ("n[1-2]", None, State.RUNNING)
+    seen = apply_observation(Progress("QUEUED"), running, at=1.0)
+    assert seen is not None
+    after = apply_observation(seen, completing, at=2.0)
+    assert after is not None and after.nodes == "n[1-2]"
+
+
+def test_a_held_job_in_sacct_has_no_exit_code() -> None:
+    """sacct shows a held job PENDING, reason JobHeldUser, ExitCode 0:0 (seen in CI with an
+    empty squeue answer): HELD with no exit code, not exit 0."""
+    held = sacct_tasks(parse_sacct("10|10|PENDING|0:0|00:00:00||JobHeldUser|||\n"))["10"][None]
+    assert (held.state, held.exit_code) == (State.HELD, None)
+    done = sacct_tasks(parse_sacct("11|11|COMPLETED|0:0|00:00:05|n1|None|||\n"))["11"][None]
+    assert (done.state, done.exit_code) == (State.SUCCEEDED, 0)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jobkit.backends.pbs.backend import parse_pro_json
+from jobkit.backends.pbs.parse import parse_pro_json
 from jobkit.backends.pbs.waiting import NO_COMMENT, explain_comment, pbs_wait_info
 from jobkit.backends.sge.waiting import INFO_OFF_NOTE, parse_qstat_j, sge_wait_info
 from jobkit.backends.slurm.reasons import REASONS, explain, family_entry

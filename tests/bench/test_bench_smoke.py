@@ -1,4 +1,5 @@
-"""The bench command runs in its reduced mode (--quick) and writes results that parse.
+"""The bench command runs in its smallest mode (--smoke: --quick with the fewest rounds and
+steps that still go through every path of a case) and writes results that parse.
 
 These tests check that every case runs and reports its figures; they never judge a timing
 (performance is measured by `python -m bench`, on purpose not asserted here).
@@ -22,7 +23,7 @@ STATUSES = {"ok", "skipped", "not available", "failed"}
 
 
 def run_bench(tmp_path: Path, *args: str, timeout: float) -> tuple[dict[str, Any], str]:
-    """`python -m bench --quick ARGS --out tmp/results.json`; the JSON and the printed table."""
+    """`python -m bench --smoke ARGS --out tmp/results.json`; the JSON and the printed table."""
     out = tmp_path / "results.json"
     markdown = tmp_path / "results.md"
     done = subprocess.run(
@@ -30,7 +31,7 @@ def run_bench(tmp_path: Path, *args: str, timeout: float) -> tuple[dict[str, Any
             sys.executable,
             "-m",
             "bench",
-            "--quick",
+            "--smoke",
             "--python",
             sys.executable,
             "--out",

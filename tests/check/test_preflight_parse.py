@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from jobkit.backends.slurm.preflight import (
+from jobkit.backends.slurm.limits import (
     Node,
     Request,
-    _seconds,
-    _tres,
     node_fit,
+    parse_tres,
     partition_limits,
-    translate_refusal,
+    slurm_seconds,
 )
+from jobkit.backends.slurm.preflight import translate_refusal
 from jobkit.check.program import python_script
 
 
@@ -110,9 +110,13 @@ def test_sbatch_refusals_name_the_key(said: str, key: str) -> None:
 
 
 def test_slurm_limit_texts() -> None:
-    assert _seconds("00:02:00") == 120 and _seconds("2-00:00:00") == 172800
-    assert _seconds("30:00") == 1800 and _seconds("") is None and _seconds("UNLIMITED") is None
-    assert _tres("cpu=4,mem=8G,gres/gpu=2,node=1") == {
+    assert slurm_seconds("00:02:00") == 120 and slurm_seconds("2-00:00:00") == 172800
+    assert (
+        slurm_seconds("30:00") == 1800
+        and slurm_seconds("") is None
+        and slurm_seconds("UNLIMITED") is None
+    )
+    assert parse_tres("cpu=4,mem=8G,gres/gpu=2,node=1") == {
         "cpu": 4,
         "mem": 8192,
         "gres/gpu": 2,

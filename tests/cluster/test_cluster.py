@@ -92,6 +92,7 @@ def two_node_job(
 
 
 @pytest.mark.slurm
+@pytest.mark.cluster_alone  # waits for both nodes idle
 def test_sinfo_lists_both_nodes_idle_in_the_default_partition(
     slurm_cluster: SlurmCluster,
 ) -> None:
@@ -337,6 +338,7 @@ def test_status_script_reports_everything_up(slurm_cluster: SlurmCluster) -> Non
 @pytest.mark.slurm
 @pytest.mark.pbs
 @pytest.mark.ssh
+@pytest.mark.cluster_alone  # up.sh (under CI=true it clears leftover jobs)
 def test_up_again_is_harmless_and_keeps_every_daemon(slurm_cluster: SlurmCluster) -> None:
     before = {daemon: slurm_cluster.pid(daemon) for daemon in slurm_cluster.pid_files}
     assert all(before.values()), before

@@ -11,7 +11,8 @@ import pytest
 
 from tests.plugins.cluster import SlurmCluster, sacct_answers, wait_slurm_job
 
-pytestmark = pytest.mark.slurm
+# Each test stops, restarts or reconfigures a daemon: none runs beside another cluster test.
+pytestmark = [pytest.mark.slurm, pytest.mark.cluster_alone]
 
 
 def _sacct_stderr() -> str:

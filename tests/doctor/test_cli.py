@@ -156,11 +156,9 @@ def test_doctor_of_a_sweep_diagnoses_each_failed_task(jobkit: Invoke, tmp_path: 
     why = jobkit("why", sweep)  # why takes the sweep too: each task
     assert why.code == 0, why.err
     assert all(task in why.out for task in tasks)
-    logs = jobkit("logs", sweep)  # logs keeps refusing, and names the tasks to pick from
-    assert (logs.code, logs.err) == (
-        2,
-        f"jobkit: '{sweep}' is a sweep of 3 jobs: name one task (task 0 {tasks[0]}, task 1"
-        f" {tasks[1]}, task 2 {tasks[2]}); `jobkit status {sweep}` lists them\n",
+    logs = jobkit("logs", sweep)  # logs takes the sweep too (issue 24): each task's output
+    assert all(
+        f"==> {task} ({task}, sweep task {n}) <==" in logs.out for n, task in enumerate(tasks)
     )
 
 

@@ -99,7 +99,7 @@ def test_duplicate_gpu_beats_the_nccl_error_it_causes(tmp_path: Path) -> None:
 
 
 def test_trainer_duplicate_gpu_guard(tmp_path: Path) -> None:
-    """The bundled trainer's own guard (train/dist.py find_shared_devices), as it prints."""
+    """The bundled trainer's own guard (train/ranks/dist.py find_shared_devices), as it prints."""
     line = "train: ranks 0, 1 on host gpu01 share one GPU (GPU-8a7c2f9e-1b3d)\n"
     found = diagnose_record(job_with_logs(tmp_path, {"node-0.out": HOST0 + line}, nproc=2))
     assert found.cls == "duplicate_gpu" and found.host == "gpu01"
@@ -192,3 +192,39 @@ def test_troubleshooting_doc_lists_every_class() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "troubleshooting.md").read_text()
     missing = [name for name in BY_NAME if f"`{name}`" not in doc]
     assert not missing, f"docs/troubleshooting.md lacks {missing}"
+
+
+# What torch and nvidia-smi print on a GPU node when the container was not given the GPUs
+# (recorded from torch 2.x runs elsewhere: no GPU on this machine). The e2e test runs the
+# cases this machine can: a CPU torch asked for cuda, a write into a read-only image.
+GPU_NOT_VISIBLE = [
+    "[rank0]: RuntimeError: Found no NVIDIA driver on your system. Please check that you have"
+    " an NVIDIA GPU and installed a driver from http://www.nvidia.com/Download/index.aspx",
+    "[rank0]: RuntimeError: No CUDA GPUs are available",
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure"
+    " that the latest NVIDIA driver is installed and running.",
+    "[rank0]: ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
+    "train: the job asked for 4 GPU(s) per node (resources.gpus_per_node) but no CUDA device"
+    " is visible on gpu01 (torch 2.3.1+cu121, CUDA build 12.1, CUDA_VISIBLE_DEVICES='0,1,2,3');"
+    " not training on the CPU instead (train.device: cpu does that on purpose)",
+]
+
+
+@pytest.mark.parametrize("line", GPU_NOT_VISIBLE)
+def test_gpu_not_visible_inside_a_container(tmp_path: Path, line: str) -> None:
+    """In a container job the line is the container's GPU class (the runtime's GPU option is
+    the fix); the same line from a job without a container is not."""
+    files = {"node-0.out": HOST0 + line + "\n"}
+    container = {"container": {"image": "/img/t.sif", "runtime": "apptainer"}}
+    inside = diagnose_record(job_with_logs(tmp_path / "in", files, spec_extra=container))
+    assert inside.cls == "container_gpu_missing", inside.lines()
+    assert "--nv" in (inside.fix or "")
+    assert line.removeprefix("[rank0]: ")[:150] in inside.evidence[0].text, inside.evidence
+    outside = diagnose_record(job_with_logs(tmp_path / "out", files))
+    assert outside.cls != "container_gpu_missing", outside.lines()
+
+
+def test_a_read_only_file_system_outside_a_container(tmp_path: Path) -> None:
+    line = "OSError: [Errno 30] Read-only file system: '/data/ckpt/step-10.pt'\n"
+    found = diagnose_record(job_with_logs(tmp_path, {"node-0.out": HOST0 + line}))
+    assert found.cls == "read_only_file_system" and "container.mounts" in (found.fix or "")

@@ -49,6 +49,7 @@ def attempts(jobkit: Jobkit, run_id: str) -> list[JobRecord]:
         return store.attempts(run_id)
 
 
+@pytest.mark.preemption  # norequeue and urgent jobs (tests/plugins/groups.py)
 @pytest.mark.timeout(600)
 def test_preempted_run_is_resubmitted_and_resumes(
     jobkit: Jobkit, slurm_cluster: object, figures: Figures, tmp_path: Path

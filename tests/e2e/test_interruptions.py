@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e import hosts, runs
+from tests.e2e import hosts, requeue_hold, runs
 from tests.e2e.cli import Jobkit, trainer_sets
 from tests.e2e.conftest import Figures
 
@@ -134,7 +134,9 @@ def test_requeue_and_time_limit_preemption_resume_the_run(
     tmp_path: Path,
     reference: Reference,
 ) -> None:
-    """Two 2-node jobs: A is requeued and held while B runs to its warning.
+    """Two 2-node jobs: A is requeued, B runs to its time limit's warning and requeues itself.
+    Slurm's two-minute hold of a requeued job is skipped (tests/e2e/requeue_hold.py): waiting
+    it out proves nothing and held both nodes from every other test for minutes.
 
     A: `scontrol requeue` while it trains: same id, requeue count 1, resumes from its last
     checkpoint, ends at STEPS with the same final loss as the uninterrupted reference.
@@ -144,6 +146,26 @@ def test_requeue_and_time_limit_preemption_resume_the_run(
     """
     started = time.monotonic()
     a = start_job(jobkit, tmp_path, "a", *trainer_sets(train__steps=STEPS, **PACED))
+    jobs = [a.scheduler_id]
+    try:
+        with requeue_hold.skipped(lambda: list(jobs)) as released:
+            _requeue_and_time_limit(jobkit, tmp_path, figures, reference, started, a, jobs)
+        assert a.scheduler_id in released, released  # A was held after its requeue
+    finally:
+        a.stop()
+        scancel_quietly(*jobs)
+
+
+def _requeue_and_time_limit(
+    jobkit: Jobkit,
+    tmp_path: Path,
+    figures: Figures,
+    reference: Reference,
+    started: float,
+    a: Background,
+    jobs: list[str],
+) -> None:
+    """The test's steps; `jobs` gets B's id once it is submitted (for the hold's release)."""
     b: Background | None = None
     try:
         runs.wait_for(lambda: runs.last_step(a.run_dir) >= 25, QUEUE_WAIT_S, "job A at step 25")
@@ -155,8 +177,9 @@ def test_requeue_and_time_limit_preemption_resume_the_run(
         assert requeued.returncode == 0, requeued.stderr
         a_requeued_at = time.monotonic()
 
-        # B starts on the nodes A left. Slurm sends the warning of a 3-minute limit with
-        # USR2@60 between 90 and 120 s after the start (its time checks run every 30 s).
+        # B runs before or after A's second run, whichever Slurm starts first. Slurm sends
+        # the warning of a 3-minute limit with USR2@60 between 90 and 120 s after the start
+        # (its time checks run every 30 s).
         # 4 samples a step at 0.1 s each: at least 0.43 s a step, so 300 steps (130 s or
         # more) outlast the first run's warning, and what is left usually fits before the
         # second run's. When it does not (a very busy machine), the job is warned, requeued
@@ -174,6 +197,7 @@ def test_requeue_and_time_limit_preemption_resume_the_run(
                 **{**PACED, "data__args__delay_s": 0.1, "data__batch_size_per_rank": 4},
             ),
         )
+        jobs.append(b.scheduler_id)
 
         # --- A comes back after its hold, resumes and finishes ---------------------------
         assert a.finish(timeout=600) == 0, a.output.read_text()
@@ -232,10 +256,8 @@ def test_requeue_and_time_limit_preemption_resume_the_run(
             submit_to_succeeded_s=round(time.monotonic() - started, 1),
         )
     finally:
-        a.stop()
         if b is not None:
             b.stop()
-        scancel_quietly(a.scheduler_id, *([b.scheduler_id] if b else []))
 
 
 @pytest.mark.timeout(900)
@@ -323,6 +345,7 @@ def restore_n2() -> Iterator[None]:
     )
 
 
+@pytest.mark.cluster_alone  # takes n2 down
 @pytest.mark.timeout(900)
 def test_node_down_is_reported_as_node_fail(
     jobkit: Jobkit,

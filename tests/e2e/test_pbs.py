@@ -49,7 +49,7 @@ def test_torque_job_through_qsub_trains_and_is_tracked(
     assert "RUNNING" in history and history[-1] == "SUCCEEDED", history
     run_dir = Path(record["log_paths"]["run_dir"])
     assert run_dir.name == f"pbs-torque-{sub.scheduler_id}"
-    assert (run_dir / "exit_code").read_text().strip() == "0"
+    assert (run_dir / "exit_code").read_text().splitlines() == ["0", sub.scheduler_id]
     for rank in (0, 1):
         log = runs.rank_log(run_dir, rank)
         assert f"rank={rank}" in log and "world_size=2 local_world_size=2" in log, log
@@ -121,7 +121,7 @@ def test_pbs_script_multi_node_path_over_ssh(
         "host 0 (n1) ended with exit code 0" in out and "host 1 (n2) ended with exit code 0" in out
     )
     run_dir = jobkit.logs_dir / f"pbs-torque-{job_id}"
-    assert (run_dir / "exit_code").read_text().strip() == "0"
+    assert (run_dir / "exit_code").read_text().splitlines()[0] == "0"
     node0 = (run_dir / "node-0.out").read_text()
     node1 = (run_dir / "node-1.out").read_text()
     assert "e2e ssh_connection=[none]" in node0, node0  # host 0 is the script's own host

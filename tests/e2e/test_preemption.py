@@ -52,6 +52,7 @@ def _attempts(jobkit: Jobkit, job: str) -> list[JobRecord]:
         return store.attempts(store.get(job).run_key)
 
 
+@pytest.mark.preemption  # norequeue and urgent jobs (tests/plugins/groups.py)
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("moment", ["running", "first-seconds"])
 def test_preempted_plain_command_is_preempted_and_goes_on(

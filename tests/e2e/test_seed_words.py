@@ -204,7 +204,9 @@ def test_doctor_names_a_crash_at_exit_not_what_the_launchers_did_after(
 FAKE_CONDA = """#!/bin/bash
 # A stand-in for conda (none can be installed on this machine): its shell hook defines a
 # `conda` function whose `activate` fails as conda's does for a name it does not know.
-if [[ "$1 $2" == "shell.bash hook" ]]; then
+if [[ "$1 $2" == "env list" ]]; then
+  echo '{"envs": ["/opt/conda"]}'
+elif [[ "$1 $2" == "shell.bash hook" ]]; then
   echo 'conda() { echo "EnvironmentNameNotFound: Could not find conda environment: $2" >&2'
   echo '  return 1; }'
 fi
@@ -214,19 +216,25 @@ fi
 def test_a_missing_conda_environment_stops_the_job_in_one_line(
     jobkit: Jobkit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """env.conda names an environment conda does not know: the job stops before the program
-    with `jobkit: env.conda: ...`, and doctor classifies conda's EnvironmentNameNotFound."""
+    """env.conda names an environment conda does not know. On local jobkit sees conda:
+    `jobkit submit` refuses in one line before anything starts (manager/envcheck.py). Where
+    the job's own setup comes first (env.setup may bring another conda), the job stops
+    before the program with `jobkit: env.conda: ...`, and doctor classifies conda's
+    EnvironmentNameNotFound."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "conda").write_text(FAKE_CONDA, encoding="utf-8")
     (bin_dir / "conda").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    spec = _write_spec(
-        tmp_path,
-        "conda",
-        "env:\n  conda: myenv\nlaunch:\n  launcher: none\nrun:\n  command: 'true'\n",
-    )
-    sub = jobkit.submit(spec, venv=False)
+    body = "env:\n  conda: myenv\nlaunch:\n  launcher: none\nrun:\n  command: 'true'\n"
+    refused = jobkit.run("submit", _write_spec(tmp_path, "conda", body))
+    assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
+    assert refused.stderr.endswith(
+        f"conda.yaml:3: env.conda: the conda environment myenv not found on"
+        f" {socket.gethostname()} (`conda env list` names the environments there)\n"
+    ), refused.stderr
+    setup = body.replace("env:\n", "env:\n  setup: ['true']\n")
+    sub = jobkit.submit(_write_spec(tmp_path, "conda", setup), venv=False)
     assert sub.returncode == 1, sub.explain()
     record = jobkit.status(sub.jobkit_id)
     assert record["reason"] == (

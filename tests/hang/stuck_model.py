@@ -1,7 +1,7 @@
 """Test-only model plug-in (`model.name: tests.hang.stuck_model:stuck_mlp`): the bundled MLP
 whose forward all-reduces a probe tensor every step; at step `hang_step` rank `hang_rank`
 sleeps just before that all-reduce, so every other rank blocks inside it: a real hang in a
-collective, as a stuck rank makes one. Loaded by the trainer through train/plugins.py (the
+collective, as a stuck rank makes one. Loaded by the trainer through train/parts/plugins.py (the
 job runs from the repository root, so `tests` is importable); the trainer has no knob for it.
 """
 
@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from train.models import MlpClassifier
+from train.parts.models import MlpClassifier
 
 
 def sleep_before_all_reduce(seconds: float) -> None:

@@ -1,5 +1,5 @@
-"""Heartbeats as the trainer writes them (train/heartbeat.py, no torch needed) read back by
-jobkit/hang/stall.py: when a running job counts as STALLED, and what `status` shows."""
+"""Heartbeats as the trainer writes them (train/reporting/heartbeat.py, no torch needed) read
+back by jobkit/hang/stall.py: when a running job counts as STALLED, and what `status` shows."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from jobkit.hang.stall import (
     with_stall,
 )
 from jobkit.registry.record import JobRecord, new_record
-from train.heartbeat import CHECKPOINT, DONE, TRAIN, Heartbeat
+from train.reporting.heartbeat import CHECKPOINT, DONE, TRAIN, Heartbeat
 
 
 def beat(run_dir: Path, rank: int, step: int, phase: str = TRAIN) -> float:

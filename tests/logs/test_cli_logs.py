@@ -107,7 +107,7 @@ def test_all_ranks_are_prefixed(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ((), "jobkit: give a job ID or --last (not both)\n"),
+        ((), "jobkit: give one or more job IDs or --last (not both)\n"),
         (("jkzzzzz",), "jobkit: no tracked job 'jkzzzzz'\n"),
         (("ID", "--rank", "0", "--all-ranks"), "jobkit: give --rank N or --all-ranks, not both\n"),
         (

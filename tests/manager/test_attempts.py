@@ -245,6 +245,7 @@ def test_retry_of_a_sweep_task_runs_that_task_alone(
 
 @pytest.mark.slurm
 @pytest.mark.slow
+@pytest.mark.preemption  # norequeue and urgent jobs (tests/plugins/groups.py)
 @pytest.mark.timeout(400)
 def test_preempted_job_is_resubmitted_by_watch(
     jobkit: Invoke, slurm_cluster: object, tmp_path: Path

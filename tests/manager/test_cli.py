@@ -12,10 +12,11 @@ import pytest
 
 from jobkit.backends.base import Observation
 from jobkit.backends.registry import BUILTIN, backend_class
-from jobkit.cli.jobview import format_duration, format_exit, render_table
+from jobkit.cli.jobview import format_exit, render_table
 from jobkit.cli.status import parse_since, parse_states
 from jobkit.core.errors import UsageError
 from jobkit.core.states import State
+from jobkit.core.units import format_duration
 from jobkit.manager.refresh import exit_status_for
 from jobkit.registry.store import JobRecord, Store
 from tests.manager.helpers import JOBKIT_BIN, Invoke

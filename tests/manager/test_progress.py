@@ -79,7 +79,15 @@ def test_submit_wait_on_a_terminal_shows_the_live_progress_line(tmp_path: Path) 
                 "run": {
                     "train": {
                         "config": "mlp",
-                        "overrides": {"train.steps": 3000, "logging.every_steps": 1000},
+                        # Paced (tests/e2e/paced_data.py): 64 samples at 1 ms, ~0.07 s a
+                        # step, so the 120 steps train for ~8 s whatever the load, long
+                        # enough for several heartbeats (1 s) and looks (1 s).
+                        "overrides": {
+                            "train.steps": 120,
+                            "logging.every_steps": 40,
+                            "data.name": "tests.e2e.paced_data:paced_blobs",
+                            "data.args.delay_s": 0.001,
+                        },
                     }
                 },
             }
@@ -109,9 +117,9 @@ def test_submit_wait_on_a_terminal_shows_the_live_progress_line(tmp_path: Path) 
     out, _ = proc.communicate(timeout=60)
     text = seen.decode()
     assert proc.returncode == 0, text + out
-    line = r"\r\033\[Kjobkit: (jk\w+) step ([\d,]+)/3,000 \((\d+)%\)( ETA [\d:]+)?"
+    line = r"\r\033\[Kjobkit: (jk\w+) step ([\d,]+)/120 \((\d+)%\)( ETA [\d:]+)?"
     shown = re.findall(line, text)
     assert shown, text
     assert any(eta for *_, eta in shown), shown  # the rate became known while it ran
-    assert "step 3000/3000" in out
+    assert "step 120/120" in out
     assert re.search(r"SUCCEEDED", text)

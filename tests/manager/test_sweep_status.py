@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from jobkit.backends.base import Observation
-from jobkit.cli.sweepview import SweepGroup, newest_attempts, short_overrides
+from jobkit.cli.sweepview import SweepGroup
+from jobkit.cli.taskfacts import short_overrides
 from jobkit.core.states import State
 from jobkit.manager.sweep import overrides_pairs
 from jobkit.registry.record import JobRecord, new_record
+from jobkit.registry.selection import newest_attempts
 from jobkit.registry.store import Store
 from tests.plugins.invoke import Invoke
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from train.data import CharWindows
+from train.parts.data import CharWindows
 
 MARKER = "crashed-once"
 

@@ -1,6 +1,6 @@
 """Joining a run's attempts (jobkit/plot/join.py) and reading its files (read.py).
 
-The records are shaped as the bundled trainer writes them (train/loop.py `_report`: step,
+The records are shaped as the bundled trainer writes them (train/loop/loop.py `_report`: step,
 loss, time...); the real trainer writing them across restarts is tests/plot/test_cli_plot.py.
 """
 

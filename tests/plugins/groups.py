@@ -1,24 +1,52 @@
-"""Which tests share the real cluster, so that the rest can run beside them (issue 25).
+"""Which tests share the real cluster, and how .ci/run splits the suite into processes that
+run at once (issue 25).
 
 A test needs the cluster when it carries a marker `slurm`, `pbs`, `ssh` or `sge`, or asks for
 one of the cluster fixtures (directly or through another fixture). Such a test gets the marker
-`cluster`. .ci/run runs `-m cluster` (one process, the tests one after the other as always:
-they share two 1-CPU nodes, and some restart daemons or set a node down) and `-m "not
-cluster"` (everything else) at the same time, the latter split into shards:
-JOBKIT_TEST_SHARD=I/N keeps the test files whose place in the sorted list of collected files
-is I modulo N (whole files, so a module's fixtures are built once).
+`cluster`. Two more markers, set by the tests themselves, say what a cluster test may not
+run beside:
+- `cluster_alone`: it stops or restarts a daemon, takes a node down, reruns up.sh or waits for
+  both nodes idle. .ci/run runs these first, one after the other, with no other cluster test
+  running (`-m "cluster and cluster_alone"`).
+- `preemption`: its jobs preempt, or are preempted by, jobs of another partition (norequeue,
+  urgent). All such tests are kept in one shard, so they run one after the other.
+Every other cluster test tolerates other jobs in the queue (the cluster is shared: the tests
+wait for a place). .ci/run runs those that use the two Slurm nodes (marker `slurm` or `pbs`,
+also given by their fixtures) in JOBKIT_CI_CLUSTER_LANES processes at once, and those that use
+only the ssh hosts and Grid Engine in one process beside them.
+
+JOBKIT_TEST_SHARD=I/N keeps one of N shards of the selected tests: whole test files (so a
+module's fixtures are built once), balanced by their recorded seconds (tests/plugins/
+durations.json, written by .ci/durations.py from a run's reports; a test it does not list
+counts DEFAULT_SECONDS, or a cluster test the median of the listed cluster tests beside it:
+a new e2e test is minutes, not 0.2 s): the largest file first to the shard with the least so
+far.
 """
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import pytest
 
 CLUSTER_MARKERS = ("slurm", "pbs", "ssh", "sge")
-CLUSTER_FIXTURES = frozenset(
-    {"slurm_cluster", "pbs_cluster", "ssh_hosts", "sge_cluster", "slurm_submit", "wait_slurm_job"}
-)
+FIXTURE_MARKERS = {
+    "slurm_cluster": "slurm",
+    "slurm_submit": "slurm",
+    "wait_slurm_job": "slurm",
+    "pbs_cluster": "pbs",
+    "ssh_hosts": "ssh",
+    "sge_cluster": "sge",
+}
+"""The part of the cluster each fixture uses: a test asking for one gets its marker, so
+.ci/run's `-m "... (slurm or pbs)"` lanes hold every test that waits for the Slurm nodes."""
+CLUSTER_FIXTURES = frozenset(FIXTURE_MARKERS)
+DURATIONS = Path(__file__).with_name("durations.json")
+DEFAULT_SECONDS = 0.2  # a test the table does not list (most tests take well under a second)
+PREEMPTION_UNIT = "(the preemption tests)"
 
 
 def needs_cluster(item: pytest.Item) -> bool:
@@ -29,9 +57,12 @@ def needs_cluster(item: pytest.Item) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "cluster: uses the shared test cluster (added by tests/plugins/groups.py)"
-    )
+    for line in (
+        "cluster: uses the shared test cluster (added by tests/plugins/groups.py)",
+        "cluster_alone: needs the test cluster to itself (stops a daemon, downs a node, ...)",
+        "preemption: its jobs preempt or are preempted: such tests run one after the other",
+    ):
+        config.addinivalue_line("markers", line)
 
 
 def shard_of(value: str) -> tuple[int, int]:
@@ -43,17 +74,81 @@ def shard_of(value: str) -> tuple[int, int]:
     return shard, shards
 
 
+def recorded_seconds(path: Path = DURATIONS) -> dict[str, float]:
+    """Test id -> seconds from the table; {} when it is missing or unreadable (then every
+    file weighs by its number of tests)."""
+    try:
+        table = json.loads(path.read_text())
+        return {str(test): float(seconds) for test, seconds in table["tests"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def balance(weights: Mapping[str, float], shards: int) -> dict[str, int]:
+    """Unit -> shard: the heaviest unit first, each to the lightest shard so far (ties to the
+    lowest shard; units of equal weight in name order, so every process agrees)."""
+    load = [0.0] * shards
+    placed: dict[str, int] = {}
+    for unit in sorted(weights, key=lambda u: (-weights[u], u)):
+        shard = min(range(shards), key=lambda s: (load[s], s))
+        placed[unit] = shard
+        load[shard] += weights[unit]
+    return placed
+
+
+def shard_items(
+    items: Sequence[pytest.Item], shard: int, shards: int, seconds: Mapping[str, float]
+) -> tuple[list[pytest.Item], list[pytest.Item]]:
+    """(kept, left out) of ITEMS for shard SHARD of SHARDS.
+
+    A unit is a test file; every file with a `preemption` test belongs to one unit.
+    """
+    preempting = {str(item.path) for item in items if item.get_closest_marker("preemption")}
+    units = {
+        str(item.path): PREEMPTION_UNIT if str(item.path) in preempting else str(item.path)
+        for item in items
+    }
+    weights: dict[str, float] = {}
+    cluster_default = _median_cluster_seconds(items, seconds)
+    for item in items:
+        unit = units[str(item.path)]
+        unlisted = cluster_default if item.get_closest_marker("cluster") else DEFAULT_SECONDS
+        weights[unit] = weights.get(unit, 0.0) + seconds.get(item.nodeid, unlisted)
+    placed = balance(weights, shards)
+    kept = [item for item in items if placed[units[str(item.path)]] == shard]
+    left = [item for item in items if placed[units[str(item.path)]] != shard]
+    return kept, left
+
+
+def _median_cluster_seconds(items: Sequence[pytest.Item], seconds: Mapping[str, float]) -> float:
+    """What an unlisted cluster test weighs: the median of the listed cluster tests among
+    ITEMS (DEFAULT_SECONDS when none is listed)."""
+    known = sorted(
+        seconds[item.nodeid]
+        for item in items
+        if item.get_closest_marker("cluster") and item.nodeid in seconds
+    )
+    return known[len(known) // 2] if known else DEFAULT_SECONDS
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by markers
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if needs_cluster(item):
             item.add_marker(pytest.mark.cluster)
+        for fixture in CLUSTER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            if item.get_closest_marker(FIXTURE_MARKERS[fixture]) is None:
+                item.add_marker(FIXTURE_MARKERS[fixture])
+
+
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
+def pytest_collection_modifyitems_shard(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """After `-m` and `-k` chose: keep this process's shard (JOBKIT_TEST_SHARD=I/N)."""
     wanted = os.environ.get("JOBKIT_TEST_SHARD")
     if not wanted:
         return
     shard, shards = shard_of(wanted)
-    files = sorted({item.path for item in items})
-    place = {path: index % shards for index, path in enumerate(files)}
-    kept = [item for item in items if place[item.path] == shard]
-    config.hook.pytest_deselected(items=[item for item in items if place[item.path] != shard])
+    kept, left = shard_items(items, shard, shards, recorded_seconds())
+    if left:
+        config.hook.pytest_deselected(items=left)
     items[:] = kept

@@ -27,7 +27,7 @@ def _job(
     **extra: str,
 ) -> JobRecord:
     """A job with a chosen jobkit id (the id generator is pinned), so prefixes are known."""
-    monkeypatch.setattr("jobkit.registry.store.new_jobkit_id", lambda: jobkit_id)
+    monkeypatch.setattr("jobkit.registry.newids.new_jobkit_id", lambda: jobkit_id)
     rec = store.create_intent(
         backend=backend, name=name, spec={}, script="", workdir=Path("/w"), extra=extra
     )

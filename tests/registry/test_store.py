@@ -139,7 +139,7 @@ def test_ids_are_short_and_never_numeric() -> None:
 def test_id_collision_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
     with Store() as store:
         ids = iter(["jkaaaaa", "jkaaaaa", "jkaaaaa", "jkbbbbb"])
-        monkeypatch.setattr("jobkit.registry.store.new_jobkit_id", lambda: next(ids))
+        monkeypatch.setattr("jobkit.registry.newids.new_jobkit_id", lambda: next(ids))
         assert _intent(store).jobkit_id == "jkaaaaa"
         assert _intent(store).jobkit_id == "jkbbbbb"
 
@@ -193,6 +193,51 @@ def test_requeue_counted_from_running_to_queued() -> None:
         obs = Observation(State.RUNNING, "RUNNING", "squeue", requeues=3)
         store.record_observations({rec.jobkit_id: obs})
         assert store.get(rec.jobkit_id).requeues == 3
+
+
+def test_a_requeued_job_keeps_the_time_its_earlier_runs_took() -> None:
+    """Issue 24: after `scontrol requeue` squeue shows `PENDING 0:00`; the run that ended
+    stays in `extra` (as last seen), and sacct's exact sum replaces it once it answers."""
+    with Store() as store:
+        rec = _intent(store)
+        store.mark_submitted(rec.jobkit_id, scheduler_id="7", argv=[], log_paths={})
+        running = Observation(State.RUNNING, "RUNNING", "squeue", elapsed_s=95.0, requeues=0)
+        store.record_observations({rec.jobkit_id: running})
+        back = Observation(State.QUEUED, "PENDING", "squeue", elapsed_s=0.0, requeues=1)
+        written = store.record_observations({rec.jobkit_id: back})
+        rec = store.get(rec.jobkit_id)
+        assert (rec.state, rec.elapsed_s, rec.requeues) == ("QUEUED", 0.0, 1)
+        assert written[rec.jobkit_id]["extra"] == rec.extra
+        assert (rec.extra["earlier_runs"], rec.extra["earlier_runs_s"]) == (1, 95.0)
+        assert rec.extra["earlier_runs_from"] == "last seen"
+        # The same answer again adds nothing; sacct's own sum wins.
+        store.record_observations({rec.jobkit_id: back})
+        assert store.get(rec.jobkit_id).extra["earlier_runs_s"] == 95.0
+        exact = replace(back, earlier_runs_s=100.0, earlier_runs_from="sacct")
+        store.record_observations({rec.jobkit_id: exact})
+        rec = store.get(rec.jobkit_id)
+        assert (rec.extra["earlier_runs_s"], rec.extra["earlier_runs_from"]) == (100.0, "sacct")
+        # Its second run, requeued again at 30 s: 100 + 30, counted once.
+        again = Observation(State.RUNNING, "RUNNING", "squeue", elapsed_s=30.0, requeues=1)
+        store.record_observations({rec.jobkit_id: again})
+        for _ in range(2):
+            store.record_observations({rec.jobkit_id: replace(back, requeues=2)})
+        rec = store.get(rec.jobkit_id)
+        assert (rec.extra["earlier_runs"], rec.extra["earlier_runs_s"]) == (2, 130.0)
+
+
+def test_a_requeue_restarts_the_elapsed_a_scheduler_does_not_give() -> None:
+    """A backend that says nothing of the new run's time (None) after a requeue: the ended
+    run's elapsed is not kept as this run's (it would count twice)."""
+    with Store() as store:
+        rec = _intent(store, backend="pbs")
+        store.mark_submitted(rec.jobkit_id, scheduler_id="7", argv=[], log_paths={})
+        store.record_observations(
+            {rec.jobkit_id: Observation(State.RUNNING, "R", "qstat", elapsed_s=40.0)}
+        )
+        store.record_observations({rec.jobkit_id: Observation(State.QUEUED, "Q", "qstat")})
+        rec = store.get(rec.jobkit_id)
+        assert (rec.requeues, rec.elapsed_s, rec.extra["earlier_runs_s"]) == (1, None, 40.0)
 
 
 def test_cancel_is_kept_until_the_scheduler_confirms() -> None:

@@ -2,7 +2,7 @@
 
     start DIR KEEP   fork a writer: it resumes from DIR's newest valid checkpoint (as the
                      trainer does: stale temp files removed, find_latest_valid), then saves
-                     a checkpoint per step with train/checkpoint.py (save_atomic, then
+                     a checkpoint per step with train/resume/checkpoint.py (save_atomic, then
                      prune to KEEP) for ever, appending each saved step to DIR/progress.
                      Prints the writer's pid.
     reap PID         wait for a killed writer; prints its wait status.
@@ -25,7 +25,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch
 
-from train import checkpoint as ckpt
+from train.resume import checkpoint as ckpt
 
 PAYLOAD = 1 << 20
 """Floats per checkpoint (4 MiB): a write takes long enough to be killed half way."""
@@ -58,6 +58,8 @@ def write_forever(folder: Path, keep: int) -> None:
     """The killed process: resume, then save and prune, step after step."""
     ckpt.remove_stale_temps(folder)
     found = ckpt.find_latest_valid(folder, lambda path, why: None)
+    if found:  # as the trainer's resume: auto does (train/resume/checkpointer.py)
+        ckpt.prune(folder, keep, up_to_step=int(found[1]["step"]))
     step = int(found[1]["step"]) + 1 if found else 0
     progress = os.open(folder / "progress", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     while True:

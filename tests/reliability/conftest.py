@@ -12,16 +12,20 @@ printed at the end of the run and, with JOBKIT_RELIABILITY_COUNTS=FILE, written 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from jobkit.core.errors import SpecError
 from jobkit.render import engine as render_module
+from jobkit.spec import load as load_module
 from tests.plugins.cluster import SlurmCluster
 
 COUNTS_ENV = "JOBKIT_RELIABILITY_COUNTS"
@@ -113,3 +117,49 @@ def reuse_the_jinja_environment() -> Iterator[None]:
         yield
     finally:
         render_module._environment = original  # type: ignore[assignment]
+
+
+@pytest.fixture(scope="module")
+def parse_each_yaml_file_once() -> Iterator[None]:
+    """Parsing the job file (with every key's line) is a large part of a load's time (texts
+    with a tab go to pure-Python YAML: jobkit/core/yamlsrc.py); the injection walk loads the
+    same bytes once per backend (7 times).
+    Here a file's bytes are parsed once and each load gets its own copy of the mappings and
+    lists (or the same refusal): what the loader then does per backend is unchanged."""
+    original = load_module.load_yaml_file
+    parsed: dict[tuple[bytes, str, str, bool], Any] = {}
+
+    def load_yaml_file(
+        path: Path, display: str | None = None, *, what: str = "a job spec", empty_ok: bool = False
+    ) -> Any:
+        try:
+            raw = Path(path).read_bytes()
+        except OSError:
+            return original(path, display, what=what, empty_ok=empty_ok)
+        key = (raw, str(path) if display is None else display, what, empty_ok)
+        if key not in parsed:
+            if len(parsed) >= 256:
+                parsed.clear()
+            try:
+                parsed[key] = original(path, display, what=what, empty_ok=empty_ok)
+            except SpecError as err:
+                parsed[key] = err
+        found = parsed[key]
+        if isinstance(found, SpecError):
+            raise found.with_traceback(None)
+        return dataclasses.replace(found, data=_fresh(found.data))
+
+    load_module.load_yaml_file = load_yaml_file  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        load_module.load_yaml_file = original  # type: ignore[assignment]
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of the mappings and lists of a parsed YAML value (scalars are immutable)."""
+    if isinstance(value, dict):
+        return {key: _fresh(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_fresh(item) for item in value]
+    return value

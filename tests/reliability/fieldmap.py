@@ -25,7 +25,7 @@ BACKENDS = ("slurm", "pbs-pro", "pbs-torque", "sge", "ssh", "local", "submitit")
 SlotKind = Literal["scalar", "item", "value", "key"]
 
 
-SHELL_WORDS_FIELDS = {("launch", "extra_args")}
+SHELL_WORDS_FIELDS = {("launch", "extra_args"), ("container", "options")}
 """Fields whose entries are split like a shell (spec/values.py ShellWordsList)."""
 
 
@@ -61,6 +61,10 @@ class Slot:
         last = self.path[-1]
         if self.path == ("env", "python") and self.kind == "scalar":
             value = "/" + value  # env.python takes auto, system or an absolute path
+        if self.path == ("container", "image"):
+            value = "/" + value  # absolute: a relative image is the submit folder's (one word)
+        if self.path == ("notify", "webhook"):
+            value = "https://example.org/" + value  # a URL with its scheme (or $NAME)
         if self.path in SHELL_WORDS_FIELDS:
             value = shlex.quote(value)  # each entry is split like a shell: one word, quoted
         if self.kind == "scalar":
@@ -127,6 +131,10 @@ def needs(slot: Slot, spec: dict[str, Any]) -> None:
         spec["ssh"]["hosts"] = []  # the hostile host alone
     if slot.path == ("run", "command"):
         spec["run"]["command"] = ["jkprog"]
+    if slot.path[0] == "container":  # a container section needs its image and runtime
+        container = spec.setdefault("container", {})
+        container.setdefault("image", "/img/jk.sif")  # container.image's own slot overwrites it
+        container.setdefault("runtime", "apptainer")
 
 
 def spec_with(backend: str, slot: Slot, value: str) -> dict[str, Any]:

@@ -50,8 +50,14 @@ def canaries(canary_dir: Path) -> list[str]:
 
 def write_spec(path: Path, data: dict[str, Any]) -> Path:
     """Write a job spec as YAML (any string survives the round trip)."""
-    path.write_text(yaml.safe_dump(data, allow_unicode=False, sort_keys=False), encoding="utf-8")
+    text = yaml.dump(data, Dumper=_DUMPER, allow_unicode=False, sort_keys=False)
+    path.write_text(text, encoding="utf-8")
     return path
+
+
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+"""libyaml's emitter where PyYAML has it: the same text for every string of the corpus, six
+times faster (the injection walk writes some 12,000 specs)."""
 
 
 def run_jobkit(

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from jobkit.manager.submit import LOST_AFTER_S, reconcile_submissions
+from jobkit.manager.reconcile import LOST_AFTER_S, reconcile_submissions
 from jobkit.registry.store import Store
 from tests.plugins.invoke import CliResult
 from tests.reliability.helpers import (
@@ -281,7 +281,7 @@ def last_reported(folder: Path) -> int | None:
 def test_sigkill_while_writing_checkpoints(
     tmp_path: Path, tally: Callable[[str, int], None]
 ) -> None:
-    """50 SIGKILLs at random moments of a save/prune loop (train/checkpoint.py). After each:
+    """50 SIGKILLs at random moments of a save/prune loop (train/resume/checkpoint.py). After each:
     every checkpoint file loads with the right content, the newest valid one is at least
     the last step reported saved, temp files are never taken for checkpoints, keep-last-N
     left the newest one; the next writer resumes from it."""

@@ -29,7 +29,7 @@ from tests.reliability.fieldmap import BACKENDS, Slot, combined, slots, spec_wit
 from tests.reliability.helpers import Hostile, hostile_strings, write_spec
 from tests.reliability.shellshape import compare, placeholder
 
-pytestmark = pytest.mark.usefixtures("reuse_the_jinja_environment")
+pytestmark = pytest.mark.usefixtures("reuse_the_jinja_environment", "parse_each_yaml_file_once")
 
 WORD_SPLIT = {("scheduler", "extra")}
 """Fields split into words by contract (each word then quoted): docs/spec.md."""
@@ -167,6 +167,8 @@ def test_accepted_values_stay_inside_their_words(
         "scheduler.requeue",
         "env.debug",
         "launch.preflight",
+        "code.snapshot",
+        "code.include_untracked",
     }, coerced
 
 

@@ -163,7 +163,7 @@ def expected_program(case: Case) -> list[str]:
 def trainer_refuses(value: str) -> bool:
     """Whether the trainer itself would refuse `--set logging.dir=VALUE` (then `jobkit submit`
     refuses it first): the trainer's own loader is the oracle, as the job would run it."""
-    from train.config import ConfigError, load_config
+    from train.config.load import ConfigError, load_config
 
     try:
         load_config("tiny-lm", [set_word("logging.dir", value or "x")])

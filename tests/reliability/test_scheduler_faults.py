@@ -97,6 +97,7 @@ def token_of(jobkit_id: str) -> str:
         return store.get(jobkit_id).token
 
 
+@pytest.mark.cluster_alone  # stops a daemon (tests/plugins/groups.py)
 def test_submit_while_slurmctld_is_down(
     workdir: Path,
     jobkit_home: Path,
@@ -134,6 +135,7 @@ def test_submit_while_slurmctld_is_down(
     figure("faults: seconds until sbatch gave up without slurmctld", seconds)
 
 
+@pytest.mark.cluster_alone  # stops a daemon (tests/plugins/groups.py)
 def test_status_while_slurmctld_is_down(
     workdir: Path,
     jobkit_home: Path,
@@ -168,6 +170,7 @@ def test_status_while_slurmctld_is_down(
     tally("faults: slurmctld stopped during status", 2)
 
 
+@pytest.mark.cluster_alone  # stops a daemon (tests/plugins/groups.py)
 @pytest.mark.timeout(1200)  # waits for a free node on a shared cluster
 def test_finished_job_keeps_its_last_state_until_sacct_answers(
     workdir: Path,
@@ -276,6 +279,7 @@ def test_without_accounting_the_exit_code_file_decides(
     tally("faults: jobs followed to their end without accounting", 3)
 
 
+@pytest.mark.cluster_alone  # stops a daemon (tests/plugins/groups.py)
 def test_real_accounting_switch(
     workdir: Path,
     jobkit_home: Path,

@@ -26,7 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from jobkit.manager.submit import LOST_AFTER_S, SUBMIT_STARTED, reconcile_submissions
+from jobkit.backends.sge.parse import FinishedRun, parse_qacct
+from jobkit.manager.reconcile import LOST_AFTER_S, reconcile_submissions
+from jobkit.manager.submit import SUBMIT_STARTED
 from jobkit.registry.store import Store
 from tests.reliability.helpers import (
     JOBKIT,
@@ -367,38 +369,107 @@ def test_sweep_submission_killed_at_random_points_keeps_every_sge_task(
     tally("crashes: sweep submission SIGKILLed at a random point (Grid Engine)", 4)
 
 
-@pytest.mark.sge
-def test_sge_tasks_that_ended_unseen_are_of_unknown_fate_never_failed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sge_cluster: object
-) -> None:
-    """Killed right after qsub answered; the tasks run and leave qstat before the next jobkit
-    command. qacct keeps no script path, so nothing identifies them as this submission's:
-    after the grace each row is UNKNOWN "submission reply lost" (still looked for), never
-    FAILED "submission lost" for tasks that ran (the known limit, docs/reliability.md)."""
+def exiting_spec(folder: Path, name: str, pe: str, codes: list[str], **fields: object) -> Path:
+    """A Grid Engine job whose program exits with its sweep value `code` (a sweep of several
+    codes), or with codes[0] (one code: a single job)."""
+    spec: dict[str, object] = {
+        "name": name,
+        "backend": "sge",
+        "sge": {"pe": pe},
+        "launch": {"launcher": "none"},
+        "run": {"command": ["bash", "-c", 'exit "${1#code=}"', "job", *codes[:1]]},
+        **fields,
+    }
+    if len(codes) > 1:
+        spec["run"] = {"command": ["bash", "-c", 'exit "${1#code=}"', "job"]}
+        spec["sweep"] = {"grid": {"code": codes}}
+    return write_spec(folder / f"{name}.yaml", spec)
+
+
+def submit_killed_after_qsub(tmp_path: Path, spec: Path) -> tuple[Trial, str]:
+    """`jobkit submit SPEC` SIGKILLed as qsub answers (the issue's reproduction); returns the
+    trial and the job number qsub printed."""
     trial = Trial(tmp_path / "home", tmp_path / "submits.log")
-    monkeypatch.setenv("JOBKIT_HOME", str(trial.home))
     crashing_submit(tmp_path / "bin", "qsub", real("qsub"), trial.log, 0.0)
-    spec = write_spec(
-        tmp_path / "sgegone.yaml",
-        {
-            "name": "sgegone",
-            "backend": "sge",
-            "sge": {"pe": getattr(sge_cluster, "pe", "jobkit")},
-            "run": {"command": ["true"]},
-            "sweep": {"grid": {"optim.lr": ["1", "2"]}},
-        },
-    )
     env = command_env(trial.home, tmp_path / "bin")
     done = run_jobkit("submit", str(spec), cwd=tmp_path, env=env)
     assert done.returncode == -signal.SIGKILL, done.stderr
     (answer,) = trial.answers()
-    number = answer.split(".")[0]
-    wait_for(
-        f"Grid Engine job {number} to leave qstat",
-        lambda: subprocess.run(["qstat", "-j", number], capture_output=True).returncode != 0,
-        timeout=120,
-        interval=1.0,
-    )
+    return trial, answer.split(".")[0]
+
+
+def ended_in_qacct(number: str, records: int) -> dict[str | None, FinishedRun]:
+    """Grid Engine's own record of each task (None: a single job) once `records` of them are
+    in qacct, i.e. every task ended and left qstat before the next jobkit command."""
+    runs: dict[str | None, FinishedRun] = {}
+
+    def written() -> bool:
+        done = subprocess.run(["qacct", "-j", number], capture_output=True, text=True)
+        runs.clear()
+        runs.update({run.task: run for run in parse_qacct(done.stdout)})
+        return len(runs) == records
+
+    wait_for(f"qacct to hold job {number}", written, timeout=180, interval=1.0)
+    assert subprocess.run(["qstat", "-j", number], capture_output=True).returncode != 0
+    return runs
+
+
+@pytest.mark.sge
+def test_sge_tasks_that_ended_unseen_are_adopted_from_qacct(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sge_cluster: object
+) -> None:
+    """Killed right after qsub answered; the three tasks (exit 0, 3, 5) run and end before the
+    next jobkit command, so only qacct knows them. The token is the job's account string,
+    which qacct keeps: each row is adopted under its own task's id with the state and exit
+    code Grid Engine recorded for that task."""
+    monkeypatch.setenv("JOBKIT_HOME", str(tmp_path / "home"))
+    pe = getattr(sge_cluster, "pe", "jobkit")
+    spec = exiting_spec(tmp_path, "sgegone", pe, ["0", "3", "5"])
+    trial, number = submit_killed_after_qsub(tmp_path, spec)
+    runs = ended_in_qacct(number, TASKS)
+    with Store() as store:
+        token = store.list_jobs(recent_final_s=None)[0].extra["array_token"]
+    assert {run.account for run in runs.values()} == {f"jobkit.{token}"}
+    assert [(t, runs[t].exit_status) for t in ("1", "2", "3")] == [("1", 0), ("2", 3), ("3", 5)]
+    rows = sweep_rows(trial.home)
+    assert [(r["scheduler_id"], r["state"], r["exit_code"]) for r in rows] == [
+        (f"{number}.1", "SUCCEEDED", 0),
+        (f"{number}.2", "FAILED", 3),
+        (f"{number}.3", "FAILED", 5),
+    ]
+    for row in rows:
+        assert row["extra"]["adopted"] is True, row  # type: ignore[index]
+        out = row["log_paths"]["out"]  # type: ignore[index]
+        assert out.endswith(f"-{row['scheduler_id']}.out") and Path(out).exists(), out
+
+
+@pytest.mark.sge
+def test_a_single_sge_job_that_ended_unseen_is_adopted_from_qacct(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sge_cluster: object
+) -> None:
+    monkeypatch.setenv("JOBKIT_HOME", str(tmp_path / "home"))
+    spec = exiting_spec(tmp_path, "sgeone", getattr(sge_cluster, "pe", "jobkit"), ["4"])
+    trial, number = submit_killed_after_qsub(tmp_path, spec)
+    assert ended_in_qacct(number, 1)[None].exit_status == 4
+    (row,) = sweep_rows(trial.home)
+    assert (row["scheduler_id"], row["state"], row["exit_code"]) == (number, "FAILED", 4), row
+    assert row["extra"]["adopted"] is True  # type: ignore[index]
+
+
+@pytest.mark.sge
+def test_with_the_users_own_account_an_unseen_end_stays_of_unknown_fate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sge_cluster: object
+) -> None:
+    """resources.account is the user's: qsub gets no `-A jobkit.<token>` over it, so qacct
+    holds nothing of jobkit's. Tasks that ended unseen cannot be told apart: after the
+    grace each row is UNKNOWN "submission reply lost" (still looked for), never FAILED
+    "submission lost" for tasks that ran (the known limit, docs/reliability.md)."""
+    monkeypatch.setenv("JOBKIT_HOME", str(tmp_path / "home"))
+    pe = getattr(sge_cluster, "pe", "jobkit")
+    spec = exiting_spec(tmp_path, "sgeacct", pe, ["0", "2"], resources={"account": "proj7"})
+    trial, number = submit_killed_after_qsub(tmp_path, spec)
+    runs = ended_in_qacct(number, 2)
+    assert {run.account for run in runs.values()} == {"proj7"}  # the user's, kept
     assert {r["state"] for r in sweep_rows(trial.home)} == {"SUBMITTING"}
     settle_lost(trial.home)
     for row in sweep_rows(trial.home):

@@ -133,7 +133,8 @@ def test_two_node_torchrun_job(
     for rank, host in hosts.items():
         assert f"rank {rank} of 2 sum 3.0" in outputs[host], (hosts, outputs)
     assert all("HOSTILE=a'b $(x)" in out for out in outputs)
-    assert (run_dir / "exit_code").read_text() == "0\n"
+    # the code, then the job that wrote it (a run's attempts share the folder)
+    assert (run_dir / "exit_code").read_text().splitlines() == ["0", job_id]
     header = (workdir / "logs" / f"two-node-{job_id}.out").read_text()
     assert f"jobkit: job {job_id} (two-node) on 2 node(s): n1 n2" in header
     assert f"master n1:{15000 + int(job_id) % 15000}" in header
@@ -198,7 +199,8 @@ def test_a_program_that_finished_is_a_success_whatever_signal_came_at_the_end(
         out,
         re.MULTILINE,
     ), out
-    assert (workdir / "logs" / f"finished-{job_id}" / "exit_code").read_text() == "0\n"
+    exit_file = workdir / "logs" / f"finished-{job_id}" / "exit_code"
+    assert exit_file.read_text().splitlines() == ["0", job_id]
 
 
 @pytest.mark.slurm
@@ -292,7 +294,7 @@ def test_pbs_script_through_the_torque_wrappers(
     assert (end.state, end.exit_code) == ("COMPLETED", "0:0"), out + node
     assert f"jobkit: job {job_id} on 1 host(s)" in out
     assert "rank 0 of 2 sum 3.0" in node and "rank 1 of 2 sum 3.0" in node
-    assert (run_dir / "exit_code").read_text() == "0\n"
+    assert (run_dir / "exit_code").read_text().splitlines()[0] == "0"
 
 
 @pytest.mark.ssh
@@ -335,5 +337,5 @@ def test_ssh_launcher_on_two_hosts_with_hostile_paths(tmp_path: Path, ssh_hosts:
     assert done.returncode == 0, done.stdout + done.stderr + "".join(outputs)
     assert sorted(out.split("rank ")[1][:1] for out in outputs) == ["0", "1"]
     assert all(f"HOSTILE={hostile}" in out for out in outputs)
-    assert (run_dir / "exit_code").read_text() == "0\n"
+    assert (run_dir / "exit_code").read_text().splitlines()[0] == "0"
     assert not canary.exists()

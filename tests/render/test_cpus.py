@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from jobkit.core.errors import SpecError
-from jobkit.render.engine import env_exports, render
+from jobkit.render.engine import render
+from jobkit.render.environment import env_exports
 from jobkit.spec.load import load_spec
 from tests.plugins.cluster import SlurmCluster, sbatch, wait_slurm_job
 from tests.render.helpers import GOLDEN_PYTHON, directive_lines, spec_from

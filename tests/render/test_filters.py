@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from jobkit.backends.batch import mail_letters as pbs_mail_events
 from jobkit.core.errors import SpecError
-from jobkit.render.engine import (
+from jobkit.render.quoting import (
     directive_quote,
     directive_words,
     quote,

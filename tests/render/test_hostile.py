@@ -57,6 +57,10 @@ RAW_FIELDS = {("env", "setup")}
 """Emitted as written by design (docs/templates.md); checked to appear verbatim."""
 COMMAND_FIELDS = {("run", "command")}
 """Exclusive with run.train: tested on its own (test_hostile_command_words)."""
+CONTAINER_FIELDS = {("container", "image"), ("container", "mounts"), ("container", "env")}
+CONTAINER_FIELDS |= {("container", "options")}
+"""Exclusive with env.venv/conda/python: tested on their own (tests/container/test_render.py,
+test_hostile_values_stay_one_word)."""
 
 VARIANTS = {
     "local": {"backend": "local"},
@@ -130,7 +134,7 @@ def _accepted(value: str) -> list[tuple[tuple[str, ...], str]]:
     """The fields that take `value`; every refusal must name the field."""
     accepted = []
     for path, kind in FIELDS:
-        if path in RAW_FIELDS or path in COMMAND_FIELDS:
+        if path in RAW_FIELDS or path in COMMAND_FIELDS or path in CONTAINER_FIELDS:
             continue
         data = _base("slurm")
         _put(data, path, kind, value)

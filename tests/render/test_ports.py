@@ -1,5 +1,5 @@
 """`launch.master_port: auto` is one rule (jobkit/core/ports.py): the rendered scripts (real bash),
-the trainer's fallback (train/env.py) and the submitit job side give the same port for the
+the trainer's fallback (train/env/launch.py) and the submitit job side give the same port for the
 same job, for Slurm, Slurm arrays, PBS, PBS arrays, local and ssh ids."""
 
 from __future__ import annotations
@@ -28,11 +28,14 @@ def _script(backend: str) -> str:
 
 
 def _bash_port(script: str, env: dict[str, str]) -> int:
-    """Run the script's own port lines (the id function and the MASTER_PORT line) in bash."""
+    """Run the script's own port lines (the task id, the id function and the MASTER_PORT
+    line) in bash."""
+    task = re.search(r"^export JOBKIT_TASK_ID=.*\n", script, re.M)
     function = re.search(r"^jobkit_id_number\(\) \{\n.*?^\}\n", script, re.M | re.S)
     line = re.search(r"^MASTER_PORT=.*$", script, re.M)
     assert line is not None
-    code = (function.group(0) if function else "") + line.group(0) + '\necho "$MASTER_PORT"\n'
+    code = "".join(m.group(0) for m in (task, function) if m)
+    code += line.group(0) + '\necho "$MASTER_PORT"\n'
     done = subprocess.run(
         ["bash", "-c", code], env=env, capture_output=True, text=True, check=True, timeout=30
     )
@@ -85,6 +88,27 @@ def test_pbs_ids_agree(pbs_jobid: str, index: str | None) -> None:
     # which set none, from $SLURM_JOB_ID: the Slurm case above).
     assert _bash_port(_script("pbs"), {**env, "JOBKIT_JOB_ID": pbs_jobid}) == expected
     assert _trainer_port(env) == expected
+
+
+@pytest.mark.parametrize(
+    "task_env",
+    [
+        {"PBS_ARRAYID": "{task}"},  # Torque
+        {"PBS_ARRAY_INDEX": "{task}"},  # PBS Pro
+        # Slurm's Torque wrappers set no PBS_* variable: the id is ARRAYJOB_TASK.
+        {"SLURM_ARRAY_JOB_ID": "777", "SLURM_ARRAY_TASK_ID": "{task}"},
+    ],
+)
+def test_pbs_array_tasks_on_one_host_get_ports_of_their_own(task_env: dict[str, str]) -> None:
+    """Two tasks of one array share the id's number; their index keeps their rendezvous ports
+    apart (under the wrappers they once met on one port and one task failed)."""
+    script = _script("pbs")
+    ports = []
+    for task in ("0", "1"):
+        env = {key: value.format(task=task) for key, value in task_env.items()}
+        job_id = "777_" + task if "SLURM_ARRAY_JOB_ID" in env else f"777[{task}].server"
+        ports.append(_bash_port(script, {**env, "JOBKIT_JOB_ID": job_id}))
+    assert ports == [PORT_BASE + 777, PORT_BASE + 778]
 
 
 @pytest.mark.parametrize("backend", ["local", "ssh"])

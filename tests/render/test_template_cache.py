@@ -8,7 +8,8 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from jobkit.render.cache import CACHE_ENV, bytecode_cache, cache_dir, settings_fingerprint
+from jobkit.core.cache_folder import CACHE_ENV, cache_dir
+from jobkit.render.cache import bytecode_cache, settings_fingerprint
 from jobkit.render.engine import _environment, render
 from tests.render.helpers import EXAMPLES_DIR, spec_file, spec_from
 

@@ -33,6 +33,7 @@ def _capture(name: str) -> str:
         ("a[1-2]-ib,b5", ("a1-ib", "a2-ib", "b5")),
         ("None assigned", ()),
         ("", ()),
+        ("n[1-2", ("n[1-2",)),  # not a list Slurm writes: kept as said
     ],
 )
 def test_nodelists_expand(text: str, nodes: tuple[str, ...]) -> None:

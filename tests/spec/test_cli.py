@@ -244,6 +244,102 @@ def test_rendering_every_example_never_imports_torch(tmp_path: Path) -> None:
     assert torch_line == "[]"
 
 
+def test_render_spec_alone_never_imports_click(tmp_path: Path) -> None:
+    """`render SPEC` and nothing else skips click (cli/rendering.py): a cold start-up cost."""
+    code = (
+        "import sys\n"
+        "from jobkit.cli import run\n"
+        "code = run(['render', 'examples/quickstart.yaml'])\n"
+        "print(code, 'click' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert done.stdout.startswith("#!"), done.stderr
+    assert done.stdout.splitlines()[-1] == "0 False"
+
+
+SPECS_FOR_BOTH_PATHS = {
+    "good.yaml": GOOD,
+    "bad.yaml": BAD,
+    "unicode.yaml": "name: d\u00e9mo\nbackend: slurm\nresources:\n  n\u00f6des: 1\nrun:\n"
+    "  command: python3 train.py\n",
+    "broken.yaml": "name: [\n",
+    "deprecated.yaml": "name: demo\nbackend: pbs\nscheduler:\n  pbs_flavor: torque\n"
+    "run:\n  command: python3 train.py\n",
+    "note.yaml": GOOD + "resources:\n  cpus_per_task: 4\nlaunch:\n  nproc_per_node: 2\n",
+}
+"""Each with what `render` of it must give: (exit code, stderr's start)."""
+EXPECTED = {
+    "good.yaml": (0, ""),
+    "bad.yaml": (2, "jobkit: bad.yaml:4: resources.nodes: must be >= 1 (got 0)"),
+    "unicode.yaml": (2, "jobkit: unicode.yaml:1: name: must start with a letter"),
+    "broken.yaml": (2, "jobkit: broken.yaml:"),
+    "deprecated.yaml": (0, "jobkit: deprecated.yaml:4: scheduler.pbs_flavor: deprecated"),
+    "note.yaml": (0, "jobkit: note: resources.cpus_per_task 4 is taken per process"),
+    "missing.yaml": (2, "jobkit: "),
+    "examples": (2, "jobkit: "),
+}
+
+
+@pytest.mark.parametrize("name", [*EXPECTED, "-"])
+def test_render_spec_alone_answers_as_the_click_command_does(
+    cli: CliRunner, in_tmp: Path, name: str
+) -> None:
+    """Output, errors and exit code of `render SPEC` (no click) are those of click's
+    `render -- SPEC` (the same SPEC, read by click), for good, bad and odd specs."""
+    for file_name, text in SPECS_FOR_BOTH_PATHS.items():
+        (in_tmp / file_name).write_text(text, encoding="utf-8")
+    (in_tmp / "examples").mkdir()
+    alone = cli("render", name)
+    by_click = cli("render", "--", name)
+    assert (alone.code, alone.out, alone.err) == (by_click.code, by_click.out, by_click.err)
+    if name in EXPECTED:
+        code, err_start = EXPECTED[name]
+        assert (alone.code, alone.err[: len(err_start)]) == (code, err_start), alone.err
+        assert alone.out.startswith("#!") == (code == 0)
+    if name == "unicode.yaml":  # not plain ASCII: written by click.echo itself
+        assert "jobkit: unicode.yaml:4: resources.n\u00f6des: unknown key" in alone.err
+
+
+def test_render_of_every_example_alone_equals_the_click_command(
+    cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    for path in sorted((ROOT / "examples").glob("*.yaml")):
+        alone = cli("render", f"examples/{path.name}")
+        by_click = cli("render", "--", f"examples/{path.name}")
+        assert alone == by_click, path.name
+        assert alone.code == 0, alone.err
+
+
+@pytest.mark.parametrize(
+    "message", ["jobkit: plain\tline", "jobkit: \x1b[31mred\x1b[0m", "jobkit: d\u00e9mo", ""]
+)
+def test_echo_writes_what_click_echo_writes(
+    message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import click
+
+    from jobkit.cli.echo import echo
+
+    for err in (False, True):
+        echo(message, err=err)
+        ours = capsys.readouterr()
+        click.echo(message, err=err)
+        assert ours == capsys.readouterr()
+    assert "\x1b" not in ours.err  # not a terminal: click's stripping applies to ours too
+
+
+def test_shell_completion_still_goes_to_click() -> None:
+    done = python_m_jobkit(
+        "render", "examples/quickstart.yaml", env={"_JOBKIT_COMPLETE": "bash_source"}
+    )
+    assert done.returncode == 0, done.stderr
+    assert "_jobkit_completion()" in done.stdout
+    assert not done.stdout.startswith("#!")
+
+
 def test_output_through_a_symlink_keeps_the_link(cli: CliRunner, in_tmp: Path) -> None:
     (in_tmp / "job.yaml").write_text(GOOD, encoding="utf-8")
     (in_tmp / "real.sh").write_text("old\n", encoding="utf-8")

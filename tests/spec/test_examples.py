@@ -47,7 +47,7 @@ def test_most_examples_use_the_bundled_trainer() -> None:
 def test_trainer_accepts_the_example_config(path: Path) -> None:
     """run.train.config and its overrides exist in train/configs (checked by the trainer)."""
     from jobkit.spec.trainer_check import trainer_overrides
-    from train.config import load_config, parse_set_value
+    from train.config.load import load_config, parse_set_value
 
     spec = load_spec(path, profile_dirs=[]).spec
     assert spec.run.train is not None

@@ -20,7 +20,7 @@ from jobkit.render.engine import program_argv
 from jobkit.spec.load import load_spec
 from jobkit.spec.load import parse_set as jobkit_parse_set
 from jobkit.spec.schema import JobSpec
-from train.config import ConfigError, config_data, load_config
+from train.config.load import ConfigError, config_data, load_config
 
 MINIMAL = "data:\n  batch_size_per_rank: 8\n"
 

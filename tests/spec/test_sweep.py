@@ -118,7 +118,7 @@ def test_values_are_kept_as_written(tmp_path: Path) -> None:
 def test_the_trainer_reads_1e_3_as_the_float_0_001(tmp_path: Path) -> None:
     """The words go to the bundled trainer as `--set optim.lr=1e-3`; its own --set reading
     (by its schema: optim.lr is a float) gives 0.001."""
-    from train.config import load_config
+    from train.config.load import load_config
 
     spec = _load(
         tmp_path,

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tests.train.launch import clean_env, wait_for
-from train import checkpoint as ckpt
+from train.resume import checkpoint as ckpt
 
 
 def state(step: int) -> dict:
@@ -48,6 +48,21 @@ def test_list_and_prune(tmp_path: Path) -> None:
     assert sorted(p.name for p in removed) == ["step-00000005.pt", "step-00000010.pt"]
     assert [s for s, _ in ckpt.list_checkpoints(tmp_path)] == [20, 15]
     assert (tmp_path / "notes.txt").exists()
+
+
+def test_prune_up_to_a_resumed_step_keeps_the_newest_up_to_it(tmp_path: Path) -> None:
+    """keep_last counts from the checkpoint resumed from: a newer file (one that could not
+    be set aside) is neither counted nor deleted, so the resumed one always stays."""
+    for step in (5, 10, 15, 20, 25):
+        ckpt.save_atomic(state(step), ckpt.checkpoint_path(tmp_path, step))
+    removed = ckpt.prune(tmp_path, keep_last=1, up_to_step=20)
+    assert sorted(p.name for p in removed) == [
+        "step-00000005.pt",
+        "step-00000010.pt",
+        "step-00000015.pt",
+    ]
+    assert [s for s, _ in ckpt.list_checkpoints(tmp_path)] == [25, 20]
+    assert ckpt.prune(tmp_path, keep_last=1, up_to_step=20) == []
 
 
 def test_newest_valid_skips_corrupt_partial_and_foreign(tmp_path: Path) -> None:
@@ -87,7 +102,7 @@ def test_sigkill_while_writing_keeps_the_previous_checkpoint(tmp_path: Path) -> 
         from pathlib import Path
         warnings.filterwarnings("ignore")
         import torch
-        from train import checkpoint as ckpt
+        from train.resume import checkpoint as ckpt
 
         class Stall:
             # Pickled in the middle of the checkpoint: announce, then hang until killed.

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.train.launch import clean_env
-from train.config import (
+from train.config.load import (
     ConfigError,
     bundled_configs,
     load_config,
@@ -273,7 +273,7 @@ def test_lr_scaling(rule: str, factor: float) -> None:
 
 
 def test_every_key_is_documented() -> None:
-    from train.config import TrainerConfig
+    from train.config.load import TrainerConfig
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "train.md").read_text()
     for section, field in TrainerConfig.model_fields.items():

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from tests.train.launch import PYTHON, SMALL_MLP, Launcher, clean_env
 from tests.train.test_resume import assert_same_tensors
-from train.checkpoint import checkpoint_path, load_checkpoint
-from train.dashboards import WANDB_ID_FILE, scalars, wandb_run_id
+from train.reporting.dashboards import WANDB_ID_FILE, scalars, wandb_run_id
+from train.resume.checkpoint import checkpoint_path, load_checkpoint
 
 
 def read_metrics(run_dir: Path) -> list[dict]:

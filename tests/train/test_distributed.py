@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from tests.train.launch import Launcher
-from train.checkpoint import checkpoint_path, load_checkpoint
-from train.dist import DeviceInfo, find_shared_devices
+from train.ranks.dist import DeviceInfo, find_shared_devices
+from train.resume.checkpoint import checkpoint_path, load_checkpoint
 
 
 def test_two_ranks_of_b_equal_one_rank_of_2b(launcher: Launcher) -> None:

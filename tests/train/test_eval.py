@@ -15,11 +15,11 @@ import torch.nn.functional as F
 from tests.train.launch import REPO_ROOT, SMALL_MLP, TINY_LM, Launcher
 from tests.train.plugin_data import make_val
 from tests.train.test_resume import assert_same_tensors, final_state
-from train.checkpoint import best_path, checkpoint_path, list_checkpoints, load_checkpoint
-from train.config import ModelConfig
-from train.data import CharWindows, SyntheticBlobs, holdout_split
-from train.evaluate import Evaluator, is_better, shard
-from train.models import build_model
+from train.config.load import ModelConfig
+from train.loop.evaluate import Evaluator, is_better, shard
+from train.parts.data import CharWindows, SyntheticBlobs, holdout_split
+from train.parts.models import build_model
+from train.resume.checkpoint import best_path, checkpoint_path, list_checkpoints, load_checkpoint
 
 PLUGIN_CONFIG = """\
 name: plug

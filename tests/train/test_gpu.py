@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tests.train.launch import TINY_LM, Launcher
-from train.checkpoint import checkpoint_path, load_checkpoint
+from train.resume.checkpoint import checkpoint_path, load_checkpoint
 
 pytestmark = [
     pytest.mark.gpu,

@@ -1,4 +1,4 @@
-"""The trainer's heartbeat files (train/heartbeat.py) after a real run under torchrun."""
+"""The trainer's heartbeat files (train/reporting/heartbeat.py) after a real run under torchrun."""
 
 from __future__ import annotations
 

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from train.hostlist import HostlistError, expand_hostlist, expand_tasks_per_node, unique_in_order
+from train.env.hostlist import (
+    HostlistError,
+    expand_hostlist,
+    expand_tasks_per_node,
+    unique_in_order,
+)
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.train.launch import Launcher
-from train.config import ConfigError, load_config
-from train.length import derive_length
+from train.config.load import ConfigError, load_config
+from train.loop.length import derive_length
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""train/malloc.py: glibc's thresholds are set for CPU training, unless the user set theirs."""
+"""train/loop/malloc.py: glibc's thresholds are set for CPU training, unless the user set theirs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from train.malloc import ENV_KNOBS, keep_freed_memory
+from train.loop.malloc import ENV_KNOBS, keep_freed_memory
 
 
 @pytest.mark.parametrize("name", ENV_KNOBS)
@@ -20,7 +20,7 @@ def test_users_own_setting_wins(name: str) -> None:
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
 def test_sets_both_thresholds_on_glibc() -> None:
     # In a child process: the thresholds are process-wide and stay set.
-    code = "from train.malloc import keep_freed_memory as k; print(k({}))"
+    code = "from train.loop.malloc import keep_freed_memory as k; print(k({}))"
     done = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

@@ -11,8 +11,8 @@ import torch
 from tests.train.launch import PYTHON, REPO_ROOT, SMALL_MLP, Launcher, clean_env
 from tests.train.test_resume import RESUMED, assert_same_tensors, final_state
 from tests.train.test_runs import assert_loss_falls
-from train.config import ConfigError, load_config
-from train.userstep import StepError, build_step, checked_step
+from train.config.load import ConfigError, load_config
+from train.parts.userstep import StepError, build_step, checked_step
 
 PLUGINS = "tests.train.plugin_step"
 

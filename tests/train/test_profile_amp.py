@@ -9,9 +9,9 @@ import re
 import torch
 
 from tests.train.launch import SMALL_MLP, Launcher
-from train.ampscale import OverflowCounter, build_scaler
-from train.config import AmpConfig
-from train.profiling import trace_path
+from train.config.load import AmpConfig
+from train.loop.ampscale import OverflowCounter, build_scaler
+from train.reporting.profiling import trace_path
 
 
 def test_profile_traces_exactly_the_window(launcher: Launcher) -> None:

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from tests.train.launch import SMALL_MLP, TINY_LM, Launcher, wait_for
-from train.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint
-from train.votes import steps_between_votes
+from train.ranks.votes import steps_between_votes
+from train.resume.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint
 
 RESUMED = re.compile(r"^resumed from step (\d+) \(", re.MULTILINE)
 
@@ -178,6 +178,31 @@ def test_sigkill_during_checkpoint_write_resumes_from_the_previous(launcher: Lau
     assert f"removed a partial checkpoint write: {folder / leftovers[0]}" in resumed.stdout
     assert RESUMED.findall(resumed.stdout) == [str(newest)]
     assert not [p for p in folder.iterdir() if p.name.startswith(".step-")]
+
+
+def test_a_resumed_run_deletes_what_is_beyond_keep_last(launcher: Launcher) -> None:
+    """A run stopped between a save and its prune (a SIGKILL after a requeue's checkpoint)
+    leaves more files than checkpoint.keep_last: the next run deletes them when it resumes,
+    before its first save, so repeated requeues cannot add one file each. Here the extra
+    files come from a first run with a larger keep_last."""
+    first = launcher.run(
+        "keep",
+        "mlp",
+        (*SMALL_MLP, "train.steps=10", "checkpoint.every_steps=2", "checkpoint.keep_last=5"),
+    )
+    assert first.returncode == 0, first.explain()
+    folder = first.run_dir / "checkpoints"
+    assert [s for s, _ in list_checkpoints(folder)] == [10, 8, 6, 4, 2]
+    resumed = launcher.run("keep", "mlp", (*SMALL_MLP, "train.steps=11", "checkpoint.keep_last=2"))
+    assert resumed.returncode == 0, resumed.explain()
+    removed = re.findall(r"^removed (\S+): beyond checkpoint.keep_last 2$", resumed.stdout, re.M)
+    assert sorted(Path(path).name for path in removed) == [
+        "step-00000002.pt",
+        "step-00000004.pt",
+        "step-00000006.pt",
+    ]
+    assert resumed.stdout.index("removed ") < resumed.stdout.index("resumed from step 10")
+    assert [s for s, _ in list_checkpoints(folder)] == [11, 10]
 
 
 def test_corrupt_or_partial_newest_checkpoint_is_skipped(launcher: Launcher) -> None:

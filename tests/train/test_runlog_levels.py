@@ -1,5 +1,5 @@
-"""train/runlog.py's level (JOBKIT_LOG_LEVEL, set by env.log_level): what reaches the console
-and what the rank's log file keeps."""
+"""train/reporting/runlog.py's level (JOBKIT_LOG_LEVEL, set by env.log_level): what reaches the
+console and what the rank's log file keeps."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from train.runlog import RunLog
+from train.reporting.runlog import RunLog
 
 
 def lines(level: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:

@@ -9,8 +9,8 @@ from pathlib import Path
 import torch
 
 from tests.train.launch import SMALL_MLP, TINY_LM, Launcher
-from train.checkpoint import checkpoint_path, load_checkpoint
-from train.config import CONFIG_DIR
+from train.config.load import CONFIG_DIR
+from train.resume.checkpoint import checkpoint_path, load_checkpoint
 
 
 def assert_loss_falls(losses: list[float]) -> None:

@@ -1,4 +1,4 @@
-"""train/spawn.py and the trainer's --local-rank / --spawn arguments (pure parts; the spawned
+"""train/ranks/spawn.py and the trainer's --local-rank / --spawn arguments (pure parts; the spawned
 run itself is tests/e2e/test_launchers.py)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from train.cli import main
-from train.env import LaunchEnv
-from train.spawn import child_environ, exit_code
+from train.env.launch import LaunchEnv
+from train.ranks.spawn import child_environ, exit_code
 
 
 def test_exit_code_failure_beats_requeue_beats_success() -> None:

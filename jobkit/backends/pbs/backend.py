@@ -7,20 +7,28 @@ Parsing is done by pure functions so tests can feed them real or recorded output
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from jobkit.backends.base import Observation, SubmitRequest, TrackedJob
+from jobkit.backends.base import FROZEN_CODE, Observation, SubmitRequest, TrackedJob
 from jobkit.backends.batch import BatchScheduler, exit_file_observation, mail_letters
 from jobkit.backends.commands import PBS
+from jobkit.backends.pbs.parse import (
+    by_flavor,
+    job_number,
+    match_submissions,
+    observe_pro,
+    observe_torque,
+    parse_or_fail,
+    parse_pro_json,
+    parse_qsub_output,
+    parse_torque_text,
+)
 from jobkit.backends.pbs.states import (
     FINISHED_LETTERS,
-    normalize_pbs_state,
-    split_exit_status,
 )
 from jobkit.core import proc
 from jobkit.core.errors import CrossFieldError, SchedulerError, SpecError
@@ -33,160 +41,11 @@ if TYPE_CHECKING:
     from jobkit.core.usage import Usage
     from jobkit.spec.schema import JobSpec
 
-FLAVORS = ("pro", "torque")
 
-_QSUB_ID = re.compile(r"^\d+(?:\[\d*\])?(?:\.[A-Za-z0-9_.-]+)?$", re.ASCII)
-_ATTR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 _PBS_PRO_ARRAY = re.compile(r"^\d+-\d+(?::\d+)?$")
 _UNKNOWN_JOB = re.compile(r"unknown job id", re.IGNORECASE)
 UNKNOWN_JOB_RC = 153
 """PBSE_UNKJOBID (15001) as an exit status: every id asked about is unknown."""
-
-
-def parse_qsub_output(argv: list[str], stdout: str, stderr: str) -> str:
-    """The job id qsub printed: `123.server`, `123[].server`, or `123` (Slurm's wrappers)."""
-    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
-    if lines and _QSUB_ID.match(lines[-1]):
-        return lines[-1]
-    raise SchedulerError(argv, 0, stdout, stderr, reason="unexpected qsub output")
-
-
-def job_number(job_id: str) -> str:
-    """The leading number of a PBS id: `123.server` -> `123`, `45[].s` -> `45[]`."""
-    return job_id.split(".", 1)[0]
-
-
-def parse_hms(text: str | None) -> float | None:
-    """Seconds from PBS's `HH:MM:SS` (hours may pass 24); None when not a time."""
-    if not text:
-        return None
-    parts = str(text).strip().split(":")
-    if not all(p.isdigit() for p in parts) or not 1 <= len(parts) <= 3:
-        return None
-    seconds = 0
-    for part in parts:
-        seconds = seconds * 60 + int(part)
-    return float(seconds)
-
-
-def hosts_of(exec_host: str | None) -> str | None:
-    """`n1/0*2+n2/0*2` -> `n1,n2` (order kept, duplicates dropped)."""
-    if not exec_host:
-        return None
-    hosts: list[str] = []
-    for chunk in str(exec_host).split("+"):
-        host = chunk.split("/", 1)[0].strip()
-        if host and host not in hosts:
-            hosts.append(host)
-    return ",".join(hosts) or None
-
-
-def parse_torque_text(stdout: str) -> dict[str, dict[str, str]]:
-    """`qstat -f` text (Torque, Slurm's Torque wrappers, PBS Pro without -F) -> id -> attrs.
-
-    Attribute lines are `key = value`; a longer value continues on lines indented by a
-    tab, which are joined to it.
-    """
-    jobs: dict[str, dict[str, str]] = {}
-    current: dict[str, str] | None = None
-    last_key: str | None = None
-    for line in stdout.splitlines():
-        if line.startswith("Job Id:"):
-            current = {}
-            jobs[line.split(":", 1)[1].strip()] = current
-            last_key = None
-            continue
-        stripped = line.strip()
-        if current is None or not stripped:
-            continue
-        key, sep, value = stripped.partition(" = ")
-        if sep and _ATTR_NAME.match(key):
-            current[key] = value.strip()
-            last_key = key
-        elif last_key is not None:
-            current[last_key] += stripped
-    return jobs
-
-
-def _int(value: Any) -> int | None:
-    try:
-        return int(str(value).strip())
-    except (TypeError, ValueError):
-        return None
-
-
-def observe_torque(attrs: Mapping[str, str]) -> Observation:
-    """One job's observation from its `qstat -f` text attributes."""
-    letter = attrs.get("job_state", "")
-    exit_status = _int(attrs.get("exit_status", attrs.get("Exit_status")))
-    exit_code, signal = split_exit_status(exit_status)
-    return Observation(
-        state=normalize_pbs_state(letter, exit_status),
-        raw_state=letter,
-        source="qstat",
-        exit_code=exit_code,
-        signal=signal,
-        reason=attrs.get("comment"),
-        nodes=hosts_of(attrs.get("exec_host")),
-        elapsed_s=parse_hms(attrs.get("resources_used.walltime")),
-        requeues=_requeues(attrs.get("run_count")),
-        max_rss=attrs.get("resources_used.mem"),
-        cpu_time=attrs.get("resources_used.cput"),
-    )
-
-
-def parse_pro_json(stdout: str) -> dict[str, dict[str, Any]]:
-    """`qstat -f -F json -x` (PBS Pro) -> id -> attributes. No `Jobs` key: no jobs."""
-    text = stdout.strip()
-    if not text:
-        return {}
-    data = json.loads(text)
-    jobs = data.get("Jobs") or {}
-    if not isinstance(jobs, dict):
-        raise ValueError("qstat json: 'Jobs' is not an object")
-    return {str(k): v for k, v in jobs.items() if isinstance(v, dict)}
-
-
-def observe_pro(attrs: Mapping[str, Any]) -> Observation:
-    """One job's observation from PBS Pro's json attributes."""
-    letter = str(attrs.get("job_state", ""))
-    exit_status = _int(attrs.get("Exit_status"))
-    substate = _int(attrs.get("substate"))
-    exit_code, signal = split_exit_status(exit_status)
-    used = attrs.get("resources_used") or {}
-    return Observation(
-        state=normalize_pbs_state(letter, exit_status, substate),
-        raw_state=letter if substate is None else f"{letter}/{substate}",
-        source="qstat",
-        exit_code=exit_code,
-        signal=signal,
-        reason=attrs.get("comment"),
-        nodes=hosts_of(attrs.get("exec_host")),
-        elapsed_s=parse_hms(used.get("walltime")),
-        requeues=_requeues(attrs.get("run_count")),
-        max_rss=used.get("mem"),
-        cpu_time=used.get("cput"),
-    )
-
-
-def match_submissions(
-    jobs: Mapping[str, Mapping[str, Any]], requests: Mapping[str, SubmitRequest]
-) -> dict[str, str]:
-    """token -> job id for the jobs whose submit arguments (`Submit_arguments`, Torque's
-    `submit_args`) name a request's script (jobkit's job folder is unique to each job)."""
-    wanted = {str(request.script_path): token for token, request in requests.items()}
-    found: dict[str, str] = {}
-    for job_id, attrs in jobs.items():
-        submitted = str(attrs.get("Submit_arguments") or attrs.get("submit_args") or "")
-        for word in submitted.split():
-            if word in wanted:
-                found[wanted[word]] = job_id
-    return found
-
-
-def _requeues(run_count: Any) -> int | None:
-    count = _int(run_count)
-    return max(count - 1, 0) if count is not None else None
 
 
 class PbsBackend(BatchScheduler):
@@ -194,7 +53,9 @@ class PbsBackend(BatchScheduler):
 
     name = "pbs"
     template = "pbs/job.sh.j2"
+    code_in_script = True
     launchers = ("torchrun", "mpirun", "none")
+    container_runtimes = frozenset(("apptainer", "singularity", "charliecloud", "podman"))
     display_name = "PBS"
     chooses_nodes = True
     options_section = "pbs"
@@ -212,6 +73,7 @@ class PbsBackend(BatchScheduler):
         "scheduler.requeue": "directive",
         "scheduler.max_attempts": "jobkit",
         "scheduler.extra": "directive",
+        **FROZEN_CODE,
         "scheduler.exclude_bad_nodes_for": "jobkit",
     }
     unhonoured_hints: ClassVar[Mapping[str, str]] = {
@@ -301,8 +163,17 @@ class PbsBackend(BatchScheduler):
     arguments): such a submission is recorded as of unknown fate, never as FAILED."""
 
     def submit_argv(self, request: SubmitRequest) -> list[str]:
-        """`qsub <script>`, run in the submission directory."""
-        return ["qsub", str(request.script_path)]
+        """`qsub [-W depend=...] <script>`, run in the submission directory."""
+        return ["qsub", *self.dependency_args(request), str(request.script_path)]
+
+    def dependency_args(self, request: SubmitRequest) -> list[str]:
+        """`-W depend=afterok:ID` (afterany, afternotok): PBS Pro's and Torque's words, which
+        Slurm's Torque wrapper passes on as --dependency (docs/chains.md)."""
+        if not request.after:
+            return []
+        words = {"ok": "afterok", "any": "afterany", "fail": "afternotok"}
+        needs = ",".join(f"{words[a.condition]}:{a.scheduler_id}" for a in request.after)
+        return ["-W", f"depend={needs}"]
 
     def own_command(self, argv: list[str]) -> list[str]:
         """qsub by its absolute path (backends/commands.py: PBS)."""
@@ -327,10 +198,10 @@ class PbsBackend(BatchScheduler):
         for flavor, group in groups.items():
             if flavor == "pro":
                 argv = ["qstat", "-f", "-F", "json", "-x"]
-                jobs = _parse_or_fail(argv, self._qstat(argv), parse_pro_json)
+                jobs = parse_or_fail(argv, self._qstat(argv), parse_pro_json)
             else:
                 argv = ["qstat", "-f"]
-                jobs = _parse_or_fail(argv, self._qstat(argv), parse_torque_text)
+                jobs = parse_or_fail(argv, self._qstat(argv), parse_torque_text)
             found.update(match_submissions(jobs, group))
         return found
 
@@ -343,15 +214,15 @@ class PbsBackend(BatchScheduler):
     def poll(self, jobs: Sequence[TrackedJob]) -> dict[str, Observation]:
         """One qstat per flavor in use (usually one) for all the jobs."""
         result: dict[str, Observation] = {}
-        for flavor, group in _by_flavor(jobs).items():
+        for flavor, group in by_flavor(jobs).items():
             ids = [j.scheduler_id for j in group]
             if flavor == "pro":
                 argv = ["qstat", "-f", "-F", "json", "-x", *ids]
-                raw = _parse_or_fail(argv, self._qstat(argv), parse_pro_json)
+                raw = parse_or_fail(argv, self._qstat(argv), parse_pro_json)
                 seen = {key: observe_pro(attrs) for key, attrs in raw.items()}
             else:
                 argv = ["qstat", "-f", *ids]
-                text = _parse_or_fail(argv, self._qstat(argv), parse_torque_text)
+                text = parse_or_fail(argv, self._qstat(argv), parse_torque_text)
                 seen = {key: observe_torque(attrs) for key, attrs in text.items()}
             result.update(_match_ids(group, seen))
         return result
@@ -369,14 +240,14 @@ class PbsBackend(BatchScheduler):
         from jobkit.backends.pbs.waiting import pbs_wait_info
 
         result: dict[str, WaitInfo] = {}
-        for flavor, group in _by_flavor(jobs).items():
+        for flavor, group in by_flavor(jobs).items():
             ids = [j.scheduler_id for j in group]
             if flavor == "pro":
                 argv = ["qstat", "-f", "-F", "json", "-x", *ids]
-                raw = _parse_or_fail(argv, self._qstat(argv), parse_pro_json)
+                raw = parse_or_fail(argv, self._qstat(argv), parse_pro_json)
             else:
                 argv = ["qstat", "-f", *ids]
-                raw = _parse_or_fail(argv, self._qstat(argv), parse_torque_text)
+                raw = parse_or_fail(argv, self._qstat(argv), parse_torque_text)
             by_number = {job_number(key): attrs for key, attrs in raw.items()}
             for job in group:
                 attrs = raw.get(job.scheduler_id) or by_number.get(job_number(job.scheduler_id))
@@ -430,23 +301,6 @@ def _wrapper_task(scheduler_id: str) -> bool:
     return not dot and number.endswith("]") and not number.endswith("[]")
 
 
-def _parse_or_fail(argv: list[str], done: proc.Completed, parse: Any) -> Any:
-    try:
-        return parse(done.stdout)
-    except ValueError as err:
-        raise SchedulerError(
-            argv, done.returncode, done.stdout, done.stderr, reason=f"unreadable output: {err}"
-        ) from None
-
-
-def _by_flavor(jobs: Iterable[TrackedJob]) -> dict[str, list[TrackedJob]]:
-    groups: dict[str, list[TrackedJob]] = defaultdict(list)
-    for job in jobs:
-        flavor = job.extra.get("pbs_flavor", "pro")
-        groups[flavor if flavor in FLAVORS else "pro"].append(job)
-    return groups
-
-
 def _match_ids(
     jobs: Sequence[TrackedJob], seen: Mapping[str, Observation]
 ) -> dict[str, Observation]:
@@ -480,7 +334,16 @@ def _with_exit_file(obs: Observation, job: TrackedJob) -> Observation:
     """
     if obs.signal is not None or obs.state not in (State.SUCCEEDED, State.FAILED):
         return obs
-    code = read_exit_file(job.extra.get("run_dir"))
+    if obs.nodes is None:
+        # Finished with no exec_host: deleted before it started (a chain's stage that can
+        # never start). The run folder is shared with the run's other attempts: its
+        # exit_code file, if any, is another attempt's.
+        return replace(
+            obs,
+            state=State.CANCELLED,
+            reason="finished without starting (qstat shows no exec_host): deleted while waiting",
+        )
+    code = read_exit_file(job.extra.get("run_dir"), job.scheduler_id)
     if code is None:
         return replace(
             obs,

@@ -8,12 +8,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from jobkit.backends.base import TrackedJob
-from jobkit.backends.pbs.backend import (
-    _by_flavor,
-    _parse_or_fail,
+from jobkit.backends.pbs.parse import (
+    by_flavor,
     hosts_of,
     job_number,
     parse_hms,
+    parse_or_fail,
     parse_pro_json,
     parse_torque_text,
 )
@@ -74,14 +74,14 @@ def query_usage(
     """One `qstat -f` per flavor in use (the poll's query) for all the jobs, keyed by
     scheduler_id; jobs qstat no longer lists are left out."""
     result: dict[str, Usage] = {}
-    for flavor, group in _by_flavor(jobs).items():
+    for flavor, group in by_flavor(jobs).items():
         ids = [j.scheduler_id for j in group]
         if flavor == "pro":
             argv = ["qstat", "-f", "-F", "json", "-x", *ids]
-            raw = _parse_or_fail(argv, qstat(argv), parse_pro_json)
+            raw = parse_or_fail(argv, qstat(argv), parse_pro_json)
         else:
             argv = ["qstat", "-f", *ids]
-            raw = _parse_or_fail(argv, qstat(argv), parse_torque_text)
+            raw = parse_or_fail(argv, qstat(argv), parse_torque_text)
         found = {job_number(key): usage_from_attrs(attrs) for key, attrs in raw.items()}
         for job in group:
             usage = found.get(job_number(job.scheduler_id))

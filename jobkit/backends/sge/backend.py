@@ -3,7 +3,8 @@ qacct -j / qdel. The script is templates/sge/job.sh.j2; its options are the spec
 section (jobkit/backends/sge/options.py).
 
 Grid Engine forgets a job in qstat once it ends; `qacct -j` then answers from the accounting
-file (written a little after the end). Between the two, the run folder's exit_code file does.
+file (written a little after the end). Between the two, the run folder's exit_code file does
+(sge/observe.py reads all three; sge/adoption.py finds lost submissions).
 """
 
 from __future__ import annotations
@@ -14,33 +15,31 @@ import re
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from jobkit.backends.base import Observation, SubmitRequest, TrackedJob
-from jobkit.backends.batch import BatchScheduler, exit_file_observation, mail_letters
+from jobkit.backends.base import FROZEN_CODE, Observation, SubmitRequest, TrackedJob
+from jobkit.backends.batch import BatchScheduler, mail_letters
 from jobkit.backends.commands import GRID_ENGINE
+from jobkit.backends.sge.observe import (
+    cancelled_file,
+    finished_observation,
+    live_observation,
+    parse_live,
+    runs_of,
+)
 from jobkit.backends.sge.parse import (
     FinishedRun,
     LiveJob,
     job_number,
     job_task,
     parse_qacct,
-    parse_qstat_xml,
     parse_qsub_terse,
     tasks_include,
 )
-from jobkit.backends.sge.states import (
-    KILLED_BY_SIGNAL_BASE,
-    normalize_qacct,
-    normalize_qstat_state,
-)
 from jobkit.core import proc
-from jobkit.core.conventions import job_log_paths
-from jobkit.core.errors import CrossFieldError, SchedulerError
-from jobkit.core.run_files import read_exit_file
-from jobkit.core.states import State
+from jobkit.core.conventions import EXIT_CODE_FILE, job_log_paths
+from jobkit.core.errors import CrossFieldError, JobkitError, SchedulerError
 
 if TYPE_CHECKING:
     from jobkit.backends.honours import How
@@ -49,8 +48,6 @@ if TYPE_CHECKING:
     from jobkit.core.usage import Usage
     from jobkit.spec.schema import JobSpec
 
-CANCELLED_FILE = "cancelled"
-"""Left in jobkit's job folder by `cancel`: qacct then reads as CANCELLED, not FAILED."""
 _ARRAY = re.compile(r"^\d+(?:-\d+(?::\d+)?)?$")
 _AFTERANY = re.compile(r"^afterany(?::[0-9]+)+$")
 _NO_ACCOUNTING = re.compile(r"error: job id \S+ not found|no jobs? (?:found|running)", re.I)
@@ -62,6 +59,7 @@ class SgeBackend(BatchScheduler):
     name = "sge"
     template = "sge/job.sh.j2"
     launchers = ("torchrun", "none")
+    container_runtimes = frozenset(("apptainer", "singularity", "charliecloud", "podman"))
     memory_key = (
         "scheduler.extra (e.g. -l h_vmem=8G: Grid Engine sites name memory limits their own"
         " way, and jobkit does not send resources.mem)"
@@ -70,10 +68,12 @@ class SgeBackend(BatchScheduler):
     refusal_marks = re.compile(r"^Unable to run job: |^qsub: ", re.MULTILINE)
     """The submit command's own words for a refusal (a bad option, partition or value)."""
     lost_reply_fate_unknown = True
-    """A qsub whose reply was lost finds its job by qstat's `script_file` while the job is
-    in qstat; one that already ended leaves no trace of its script in qacct: such a
-    submission is of unknown fate (kept looked for), never FAILED."""
+    """A qsub whose reply was lost is found by its token, the account string `jobkit.<token>`
+    (qstat -j while Grid Engine knows the job, qacct once it ended: sge/adoption.py). Where
+    the user's own account applies, a job that already ended leaves no trace of jobkit's in
+    qacct: such a submission is of unknown fate (kept looked for), never FAILED."""
     display_name = "Grid Engine"
+    code_in_script = True
     chooses_nodes = True
     accounting_sources = frozenset({"qacct"})
     options_section = "sge"
@@ -89,6 +89,7 @@ class SgeBackend(BatchScheduler):
         "scheduler.max_attempts": "jobkit",
         "scheduler.extra": "directive",
         "scheduler.exclude_bad_nodes_for": "jobkit",
+        **FROZEN_CODE,
     }
     unhonoured_hints: ClassVar[Mapping[str, str]] = {
         "resources.mem": "add your site's memory resource, h_vmem or mem_free, through"
@@ -171,11 +172,41 @@ class SgeBackend(BatchScheduler):
     # -- submitting -------------------------------------------------------------------------
 
     def submit_argv(self, request: SubmitRequest) -> list[str]:
-        """`qsub -terse [-l h=!NODE...] <script>`, run in the submission directory (bad nodes
-        left out: sge/exclude.py)."""
+        """`qsub -terse [-A jobkit.<token>] [-l h=!NODE...] <script>`, run in the submission
+        directory: the token as the account string unless the user gives one (a lost reply's
+        job is found by it: sge/adoption.py), bad nodes left out (sge/exclude.py)."""
+        from jobkit.backends.sge.adoption import account_args
         from jobkit.backends.sge.exclude import exclude_args
 
-        return ["qsub", "-terse", *exclude_args(request.exclude_nodes), str(request.script_path)]
+        return [
+            "qsub",
+            "-terse",
+            *account_args(request),
+            *exclude_args(request.exclude_nodes),
+            *self.dependency_args(request),
+            str(request.script_path),
+        ]
+
+    def dependency_args(self, request: SubmitRequest) -> list[str]:
+        """`-hold_jid ID,...`: Grid Engine waits for the end whatever it was, so for "ok" and
+        "fail" jobkit checks the outcome and cancels a stage that must not run
+        (chain/settle.py, docs/chains.md)."""
+        if not request.after:
+            return []
+        args = ["-hold_jid", ",".join(a.scheduler_id.split(".")[0] for a in request.after)]
+        checked = [a for a in request.after if a.condition != "any"]
+        if len(checked) == 1 and checked[0].facts.get("run_dir"):
+            # the script checks the previous stage's exit code itself (templates/sge): no
+            # race with jobkit's cancel, and right even when no jobkit runs meanwhile
+            exit_file = f"{checked[0].facts['run_dir']}/{EXIT_CODE_FILE}"
+            if "," in exit_file or "=" in exit_file:
+                raise JobkitError(
+                    f"cannot chain after {checked[0].scheduler_id} on Grid Engine: its run"
+                    f" folder {checked[0].facts['run_dir']} holds ',' or '=' (qsub -v splits"
+                    " there)"
+                )
+            args += ["-v", f"JOBKIT_CHAIN_AFTER={checked[0].condition}:{exit_file}"]
+        return args
 
     def usable_nodes(self, spec: JobSpec) -> tuple[str, ...] | None:
         """The execution hosts (`qconf -sel`)."""
@@ -204,9 +235,14 @@ class SgeBackend(BatchScheduler):
         return job_log_paths(request.workdir, spec.logs.dir, spec.name, job_id)
 
     def submit_extra(self, request: SubmitRequest, scheduler_id: str) -> dict[str, str]:
-        """The run folder (exit-code fallback), array range and submit time (qacct -b)."""
+        """The run folder (exit-code fallback), array range and submit time (qacct -b): when
+        the script was written, just before qsub (a job adopted long after its lost reply
+        started before its adoption)."""
         extra = super().submit_extra(request, scheduler_id)
-        extra["submitted_at"] = str(int(time.time()))
+        submitted = time.time()
+        with contextlib.suppress(OSError):
+            submitted = min(submitted, request.script_path.stat().st_mtime)
+        extra["submitted_at"] = str(int(submitted))
         return extra
 
     # -- polling ----------------------------------------------------------------------------
@@ -219,7 +255,7 @@ class SgeBackend(BatchScheduler):
             return {}
         argv = ["qstat", "-xml", "-g", "t", "-u", getpass.getuser()]
         live: dict[str, list[LiveJob]] = defaultdict(list)
-        for row in _parse(
+        for row in parse_live(
             argv, proc.run(GRID_ENGINE.argv(argv), timeout=self.query_timeout_s).stdout
         ):
             live[row.number].append(row)
@@ -231,13 +267,13 @@ class SgeBackend(BatchScheduler):
             if rows and task is not None:  # one task: its row (running) or its range (waiting)
                 rows = [row for row in rows if tasks_include(row.tasks, task)]
             if rows:
-                result[job.scheduler_id] = _live_observation(rows)
+                result[job.scheduler_id] = live_observation(rows)
             else:
                 ended.append(job)
         if ended:
             runs = self._accounting(ended)
             for job in ended:
-                obs = _finished_observation(job, _runs_of(job, runs))
+                obs = finished_observation(job, runs_of(job, runs))
                 if obs is not None:
                     result[job.scheduler_id] = obs
         return result
@@ -245,21 +281,25 @@ class SgeBackend(BatchScheduler):
     def _accounting(self, jobs: Sequence[TrackedJob]) -> dict[str, list[FinishedRun]]:
         """qacct records of these jobs, by job number: one `qacct -j ID` for a single job,
         else one `qacct -b START -j` of everything since the oldest was submitted."""
+        from jobkit.backends.sge.adoption import qacct_since_argv
+
         if len(jobs) == 1:
             argv = ["qacct", "-j", job_number(jobs[0].scheduler_id)]
         else:
-            since = min(int(j.extra.get("submitted_at") or 0) for j in jobs) - 60
-            start = time.strftime("%Y%m%d%H%M", time.localtime(max(since, 0)))
-            argv = ["qacct", "-b", start, "-j"]
+            argv = qacct_since_argv(min(int(j.extra.get("submitted_at") or 0) for j in jobs))
+        runs: dict[str, list[FinishedRun]] = defaultdict(list)
+        for run in self._qacct(argv):
+            runs[run.number].append(run)
+        return runs
+
+    def _qacct(self, argv: list[str]) -> list[FinishedRun]:
+        """The records qacct prints; none where it has none yet (not written, or never)."""
         done = proc.run(GRID_ENGINE.argv(argv), timeout=self.query_timeout_s, check=False)
         if done.returncode != 0:
             if _NO_ACCOUNTING.search(done.stderr + done.stdout):
-                return {}  # not written yet (or never): the exit file may answer
+                return []  # not written yet (or never): the exit file may answer
             raise SchedulerError(argv, done.returncode, done.stdout, done.stderr)
-        runs: dict[str, list[FinishedRun]] = defaultdict(list)
-        for run in parse_qacct(done.stdout):
-            runs[run.number].append(run)
-        return runs
+        return parse_qacct(done.stdout)
 
     usage_note = "CPU and memory use: qacct has no record of the job yet (or the job is running)"
 
@@ -280,7 +320,7 @@ class SgeBackend(BatchScheduler):
 
         argv = ["qstat", "-xml", "-u", getpass.getuser()]
         live: dict[str, list[LiveJob]] = defaultdict(list)
-        for row in _parse(
+        for row in parse_live(
             argv, proc.run(GRID_ENGINE.argv(argv), timeout=self.query_timeout_s).stdout
         ):
             live[row.number].append(row)
@@ -309,7 +349,7 @@ class SgeBackend(BatchScheduler):
         for job in jobs:
             with contextlib.suppress(OSError):
                 job.job_dir.mkdir(parents=True, exist_ok=True)
-                _cancelled_file(job).write_text("cancelled by jobkit\n")
+                cancelled_file(job).write_text("cancelled by jobkit\n")
         ids = [
             j.scheduler_id if job_task(j.scheduler_id) else job_number(j.scheduler_id) for j in jobs
         ]
@@ -320,123 +360,18 @@ class SgeBackend(BatchScheduler):
     def find_lost(
         self, requests: Mapping[str, SubmitRequest | None], since: float
     ) -> dict[str, str]:
-        """token -> job number of live jobs whose script is one of these requests' (qstat -j
-        shows each job's `script_file`); finished ones cannot be told apart."""
-        argv = ["qstat", "-xml", "-u", getpass.getuser()]
-        numbers = {
-            row.number
-            for row in _parse(
-                argv, proc.run(GRID_ENGINE.argv(argv), timeout=self.query_timeout_s).stdout
-            )
-        }
-        if not numbers:
-            return {}
-        detail = proc.run(
-            GRID_ENGINE.argv(["qstat", "-j", ",".join(sorted(numbers))]),
-            timeout=self.query_timeout_s,
-        )
-        wanted = {str(r.script_path): token for token, r in requests.items() if r is not None}
-        found: dict[str, str] = {}
-        number = None
-        for line in detail.stdout.splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "job_number":
-                number = value.strip()
-            elif key.strip() == "script_file" and number and value.strip() in wanted:
-                found[wanted[value.strip()]] = number
+        """token -> job number of these submissions: a job Grid Engine still knows by its
+        account string `jobkit.<token>` or its script file (qstat -j), one that ended by its
+        account string in qacct (sge/adoption.py); qacct is read only for tokens qstat did
+        not show."""
+        from jobkit.backends.sge.adoption import find_live, qacct_since_argv, wanted_accounts
+
+        accounts = wanted_accounts(requests)
+        scripts = {str(r.script_path): token for token, r in requests.items() if r is not None}
+        found = find_live(accounts, scripts, self.query_timeout_s)
+        if len(found) < len(requests):
+            for run in self._qacct(qacct_since_argv(since)):
+                token = accounts.get((run.account or "").strip())
+                if token is not None and token not in found:
+                    found[token] = run.number
         return found
-
-
-def _parse(argv: list[str], stdout: str) -> list[LiveJob]:
-    try:
-        return parse_qstat_xml(stdout)
-    except Exception as err:  # a malformed reply: no job changes state
-        raise SchedulerError(
-            argv, 0, stdout[:2000], "", reason=f"unreadable qstat -xml: {err}"
-        ) from None
-
-
-def _live_observation(rows: Sequence[LiveJob]) -> Observation:
-    """A job qstat shows (an array's rows: running wins over held over queued)."""
-    states = [normalize_qstat_state(row.letters) for row in rows]
-    order = [State.RUNNING, State.SUSPENDED, State.HELD, State.QUEUED, State.UNKNOWN]
-    state = min(states, key=order.index)
-    hosts = sorted({row.queue.split("@", 1)[-1] for row in rows if row.queue and "@" in row.queue})
-    raw = ",".join(sorted({row.letters for row in rows}))
-    reason = None
-    if any("E" in row.letters for row in rows):
-        reason = "in Grid Engine's error state (Eqw): `qstat -j ID` says why; qmod -cj clears it"
-    starts = [row.started_at for row in rows if row.started_at is not None]
-    elapsed = max(time.time() - min(starts), 0.0) if state == State.RUNNING and starts else None
-    return Observation(
-        state, raw, "qstat", reason=reason, nodes=",".join(hosts) or None, elapsed_s=elapsed
-    )
-
-
-def _cancelled_file(job: TrackedJob) -> Path:
-    """jobkit's note that it cancelled the job: `cancelled`, or `cancelled.TASK` for a task."""
-    task = job_task(job.scheduler_id)
-    return job.job_dir / (f"{CANCELLED_FILE}.{task}" if task else CANCELLED_FILE)
-
-
-def _runs_of(job: TrackedJob, runs: Mapping[str, list[FinishedRun]]) -> list[FinishedRun]:
-    """The qacct records of a job (every task of an array), or of one task."""
-    found = runs.get(job_number(job.scheduler_id), [])
-    task = job_task(job.scheduler_id)
-    return found if task is None else [run for run in found if run.task == task]
-
-
-def _finished_observation(job: TrackedJob, runs: Sequence[FinishedRun]) -> Observation | None:
-    """A job qstat no longer shows: from qacct (every array task), else the exit file."""
-    cancelled = _cancelled_file(job).exists()
-    task = job_task(job.scheduler_id)
-    if not runs:  # accounting not written yet: the run folder, else the vanished grace
-        found = exit_file_observation(job, "qacct has no record yet; exit code from the run folder")
-        if found is not None and cancelled:
-            return replace(found, state=State.CANCELLED)
-        if found is None and cancelled and task is not None:
-            # A task deleted before it started leaves no accounting record at all.
-            return Observation(
-                State.CANCELLED, "deleted", "qacct", reason="cancelled by jobkit (no record)"
-            )
-        return found
-    states = [normalize_qacct(r.failed, r.exit_status, r.deleted or cancelled) for r in runs]
-    order = (State.CANCELLED, State.TIMEOUT, State.FAILED)
-    worst = next((s for s in order if s in states), State.SUCCEEDED)
-    failing = [r for r in runs if r.failed or r.exit_status]
-    first = failing[0] if failing else runs[0]
-    exit_code = first.exit_status
-    whole_array = job.extra.get("array") and task is None
-    script_code = None if whole_array else read_exit_file(job.extra.get("run_dir"))
-    if script_code is not None and worst in (State.SUCCEEDED, State.FAILED):
-        # Each host of a parallel job has its record (qrsh -inherit's too): the script's own
-        # exit code says how the job ended.
-        exit_code = script_code
-        worst = State.SUCCEEDED if script_code == 0 else State.FAILED
-    reason = f"qacct failed {first.failed_text}" if first.failed else None
-    elapsed = [r.wallclock_s for r in runs if r.wallclock_s is not None]
-    hosts = sorted({r.host for r in runs if r.host})
-    signal = None
-    if exit_code is not None and exit_code > KILLED_BY_SIGNAL_BASE:
-        signal = exit_code - KILLED_BY_SIGNAL_BASE
-    return Observation(
-        worst,
-        f"failed={first.failed_text or 0} exit_status={first.exit_status}",
-        "qacct",
-        exit_code=exit_code,
-        signal=signal,
-        reason=reason,
-        nodes=",".join(hosts) or None,
-        elapsed_s=max(elapsed) if elapsed else None,
-        max_rss=_largest_rss(runs),
-        cpu_time=first.cpu,
-    )
-
-
-def _largest_rss(runs: Sequence[FinishedRun]) -> str | None:
-    """The largest ru_maxrss of the job's hosts, in Slurm's form (`4504K`): qacct prints
-    getrusage's kilobytes as if they were bytes (`4.504KB` is 4504 KB; sge/usage.py)."""
-    from jobkit.backends.sge.usage import maxrss_mb
-
-    sizes = [mb for mb in (maxrss_mb(r.max_rss) for r in runs) if mb is not None]
-    return f"{round(max(sizes) * 1024)}K" if sizes else None

@@ -105,6 +105,9 @@ class FinishedRun:
     end_time: str | None = None
     """qacct's start_time and end_time as printed (ctime, local time): the hosts of one run
     of a parallel job (a record each) overlap in time; a requeued job's runs do not."""
+    account: str | None = None
+    """The job's account string (`qsub -A`): jobkit's submission token when jobkit chose it
+    (sge/adoption.py)."""
 
 
 _SEPARATOR = re.compile(r"^={10,}\s*$")
@@ -157,6 +160,7 @@ def parse_qacct(text: str) -> list[FinishedRun]:
                 or "qdel" in failed_text.lower(),
                 start_time=block.get("start_time") or None,
                 end_time=block.get("end_time") or None,
+                account=block.get("account") or None,
             )
         )
     return runs

@@ -1,42 +1,46 @@
 """The Slurm backend: sbatch to submit, one squeue (+ at most one sacct) to poll, scancel.
 
-Parsing is in parse.py, the states of tasks and arrays in tasks.py (pure functions, fed
-output captured from the real cluster in tests).
+Parsing is in parse.py, the states of tasks and arrays in tasks.py, one Observation per job
+from them in observe.py (pure functions, fed output captured from the real cluster in
+tests); lost submissions are found again in lost.py.
 """
 
 from __future__ import annotations
 
 import re
-import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from jobkit.backends.base import Allocation, Observation, SubmitRequest, TrackedJob
+from jobkit.backends.base import (
+    FROZEN_CODE,
+    JOB_NOTIFY,
+    Allocation,
+    Observation,
+    SubmitRequest,
+    TrackedJob,
+)
 from jobkit.backends.batch import BatchScheduler
+from jobkit.backends.slurm.lost import COMMENT_PREFIX as COMMENT_PREFIX  # submitit's too
 from jobkit.core.conventions import job_log_paths
 from jobkit.core.errors import JobkitError, SchedulerError, SpecError
-from jobkit.core.run_files import read_exit_file, read_preempted_note
 from jobkit.core.states import State
 
 if TYPE_CHECKING:  # the parsers and proc load when a command runs: render stays quick
     from jobkit.backends.honours import How
     from jobkit.backends.preflight import Preflight
-    from jobkit.backends.slurm.parse import SlurmId
     from jobkit.backends.slurm.tasks import TaskMap
     from jobkit.backends.waiting import Explanation, WaitInfo
     from jobkit.core.usage import Usage
     from jobkit.spec.schema import JobSpec
 
 _HETJOB_LINE = re.compile(r"^#SBATCH\s+(hetjob|packjob)(\s|$)", re.IGNORECASE)
-COMMENT_PREFIX = "jobkit:"
 
 
 def percent_doubled(value: object) -> str:
     """The `slurm_filename` filter: `%` doubled, so sbatch/srun patterns keep it literal."""
-    from jobkit.render.engine import shell_word
+    from jobkit.render.quoting import shell_word
 
     return shell_word(value).replace("%", "%%")
 
@@ -47,6 +51,7 @@ class SlurmBackend(BatchScheduler):
     name = "slurm"
     template = "slurm/job.sh.j2"
     launchers = ("torchrun", "srun", "mpirun", "spawn", "distributed-launch", "none")
+    container_runtimes = frozenset(("apptainer", "singularity", "pyxis", "charliecloud", "podman"))
     node_ranges = True
     excludes_nodes = True
     refusal_marks = re.compile(
@@ -54,6 +59,7 @@ class SlurmBackend(BatchScheduler):
     )
     """The submit command's own words for a refusal (a bad option, partition or value)."""
     display_name = "Slurm"
+    remote_commands = ("sbatch", "squeue", "sacct", "scancel")
     chooses_nodes = True
     accounting_sources = frozenset({"sacct"})
     honours: ClassVar[Mapping[str, How]] = {
@@ -74,6 +80,8 @@ class SlurmBackend(BatchScheduler):
         "scheduler.signal": "directive",
         "scheduler.extra": "directive",
         "scheduler.exclude_bad_nodes_for": "jobkit",
+        **FROZEN_CODE,
+        **JOB_NOTIFY,
     }
 
     @classmethod
@@ -127,8 +135,22 @@ class SlurmBackend(BatchScheduler):
             "--parsable",
             f"--comment={COMMENT_PREFIX}{request.token}",
             *exclude_args(request.exclude_nodes),
+            *self.dependency_args(request),
             str(request.script_path),
         ]
+
+    def dependency_args(self, request: SubmitRequest) -> list[str]:
+        """`--dependency=afterok:ID` (afterany, afternotok) and `--kill-on-invalid-dep`: yes,
+        so that Slurm itself cancels a stage that can never start whatever the site's
+        DependencyParameters say; no with --keep-broken (docs/chains.md)."""
+        if not request.after:
+            return []
+        words = {"ok": "afterok", "any": "afterany", "fail": "afternotok"}
+        needs = ",".join(
+            f"{words[a.condition]}:{a.scheduler_id.split(';')[0]}" for a in request.after
+        )
+        kill = "no" if request.keep_broken else "yes"
+        return [f"--dependency={needs}", f"--kill-on-invalid-dep={kill}"]
 
     @classmethod
     def node_names(cls, nodes: str) -> tuple[str, ...]:
@@ -150,8 +172,9 @@ class SlurmBackend(BatchScheduler):
         return parse_sbatch_output(argv, stdout, stderr)
 
     def submit_env(self, request: SubmitRequest) -> dict[str, str]:
-        """JOBKIT_ID for the job's environment (sbatch exports the submitter's)."""
-        return {"JOBKIT_ID": request.jobkit_id}
+        """JOBKIT_ID and the frozen code's variables for the job's environment (sbatch
+        exports the submitter's)."""
+        return {"JOBKIT_ID": request.jobkit_id, **request.code_env()}
 
     def check_submission(self, request: SubmitRequest) -> None:
         """sbatch makes a relative --output absolute with the submission directory, then reads
@@ -187,6 +210,13 @@ class SlurmBackend(BatchScheduler):
     def _poll_cluster(
         self, cluster: str | None, jobs: Sequence[TrackedJob]
     ) -> dict[str, Observation]:
+        from jobkit.backends.slurm.observe import (
+            exit_file_fallback,
+            lost_exit_code,
+            observe,
+            preempted,
+            settled_live,
+        )
         from jobkit.backends.slurm.parse import (
             ACCOUNTING_DISABLED,
             SlurmId,
@@ -204,7 +234,7 @@ class SlurmBackend(BatchScheduler):
             dict.fromkeys(
                 ids[job.scheduler_id].base
                 for job in jobs
-                if not _settled_live(live, ids[job.scheduler_id], job)
+                if not settled_live(live, ids[job.scheduler_id], job)
             )
         )
         done: dict[str, TaskMap] = {}
@@ -218,13 +248,13 @@ class SlurmBackend(BatchScheduler):
                 accounting = False
         result: dict[str, Observation] = {}
         for job in jobs:
-            obs = _observe(ids[job.scheduler_id], job, live, done)
+            obs = observe(ids[job.scheduler_id], job, live, done)
             if not accounting and (obs is None or obs.exit_code is None):
-                obs = _exit_file_fallback(obs, job)
+                obs = exit_file_fallback(obs, job)
             elif obs is not None and obs.state is State.FAILED and obs.exit_code is None:
-                obs = _lost_exit_code(obs, job)
-            if obs is not None and obs.state is State.FAILED:
-                obs = _preempted(obs, job, ids[job.scheduler_id])
+                obs = lost_exit_code(obs, job)
+            if obs is not None and obs.state in (State.FAILED, State.PREEMPTED):
+                obs = preempted(obs, job, ids[job.scheduler_id])
             if obs is not None:
                 result[job.scheduler_id] = obs
         return result
@@ -280,59 +310,11 @@ class SlurmBackend(BatchScheduler):
     def find_lost(
         self, requests: Mapping[str, SubmitRequest | None], since: float
     ) -> dict[str, str]:
-        """Scheduler ids of jobs whose comment carries one of these tokens.
+        """Scheduler ids of jobs whose comment carries one of these tokens: token -> id
+        (slurm/lost.py)."""
+        from jobkit.backends.slurm.lost import find_lost
 
-        One squeue of this user's jobs; sacct (from `since`) only for tokens squeue
-        did not show. Returns token -> scheduler id.
-        """
-        from jobkit.core import proc
-
-        wanted = {f"{COMMENT_PREFIX}{t}": t for t in requests}
-        found: dict[str, str] = {}
-        argv = ["squeue", "--noheader", "--me", "--states=all", "--format=%F|%k"]
-        for line in proc.run(argv, timeout=self.query_timeout_s).stdout.splitlines():
-            job, _, comment = line.partition("|")
-            if comment.strip() in wanted:
-                found[wanted[comment.strip()]] = job.strip()
-        if len(found) < len(wanted):
-            found.update(self._find_in_sacct(wanted, found, since))
-        return found
-
-    def _find_in_sacct(
-        self, wanted: Mapping[str, str], found: Mapping[str, str], since: float
-    ) -> dict[str, str]:
-        """Jobs that left squeue, by their comment or (where accounting does not store
-        comments: AccountingStoreFlags without job_comment) the `--comment=` of their
-        submit line."""
-        from jobkit.backends.slurm.parse import ACCOUNTING_DISABLED
-        from jobkit.core import proc
-
-        start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since - 60))
-        argv = [
-            "sacct",
-            "--noheader",
-            "--parsable2",
-            "--allocations",
-            f"--starttime={start}",
-            "--format=JobIDRaw,JobID,Comment,SubmitLine",
-        ]
-        try:
-            stdout = proc.run(argv, timeout=self.query_timeout_s).stdout
-        except SchedulerError as err:
-            if ACCOUNTING_DISABLED in (err.stderr + err.stdout).lower():
-                return {}
-            raise
-        extra: dict[str, str] = {}
-        for line in stdout.splitlines():
-            fields = line.split("|", 3)  # the submit line (last) may hold `|`
-            if len(fields) < 3:
-                continue
-            token = wanted.get(fields[2].strip()) or _token_in_submit_line(
-                fields[3] if len(fields) > 3 else "", wanted
-            )
-            if token and token not in found:
-                extra[token] = fields[1].split("_")[0].strip()
-        return extra
+        return find_lost(requests, since, self.query_timeout_s)
 
     # -- interactive ------------------------------------------------------------------------
 
@@ -387,16 +369,6 @@ def _check_submission_dir(request: SubmitRequest) -> None:
             )
 
 
-def _token_in_submit_line(line: str, wanted: Mapping[str, str]) -> str | None:
-    """The token of the `--comment=jobkit:<token>` argument in sacct's SubmitLine, if wanted."""
-    for word in line.split():
-        if word.startswith("--comment="):
-            token = wanted.get(word.removeprefix("--comment=").strip("'\""))
-            if token:
-                return token
-    return None
-
-
 def _cluster_args(cluster: str | None) -> list[str]:
     return [f"--clusters={cluster}"] if cluster else []
 
@@ -408,106 +380,3 @@ def _by_cluster(jobs: Iterable[TrackedJob]) -> dict[str | None, list[TrackedJob]
     for job in jobs:
         groups[SlurmId.parse(job.scheduler_id).cluster].append(job)
     return groups
-
-
-def _plain(tasks: TaskMap | None) -> Observation | None:
-    """A plain job's one observation (None when the source does not know it)."""
-    from jobkit.backends.slurm.tasks import summary
-
-    if not tasks:
-        return None
-    return tasks.get(None) or summary(tasks)
-
-
-def _observe(
-    slurm_id: SlurmId, job: TrackedJob, live: Mapping[str, TaskMap], done: Mapping[str, TaskMap]
-) -> Observation | None:
-    """One job's observation from both sources: one task of an array (`123_4`), a whole
-    array (its tasks aggregated) or a plain job."""
-    from jobkit.backends.slurm.tasks import array_observation, choose, task_observation
-    from jobkit.core.arrays import array_size
-
-    number, task = slurm_id.base, slurm_id.task
-    if task is not None:
-        return choose(
-            task_observation(live.get(number), task), task_observation(done.get(number), task)
-        )
-    if job.extra.get("array"):
-        return array_observation(live.get(number), done.get(number), array_size(job.extra["array"]))
-    return choose(_plain(live.get(number)), _plain(done.get(number)))
-
-
-def _settled_live(live: Mapping[str, TaskMap], slurm_id: SlurmId, job: TrackedJob) -> bool:
-    """squeue alone answers: the job (or task) is there, not ended, and (arrays) every task
-    is seen."""
-    from jobkit.backends.slurm.tasks import summary, task_count, task_observation
-    from jobkit.core.arrays import array_size
-
-    tasks = live.get(slurm_id.base)
-    if not tasks:
-        return False
-    if slurm_id.task is not None:
-        obs = task_observation(tasks, slurm_id.task)
-        return obs is not None and not obs.state.is_final
-    if job.extra.get("array"):
-        expected = array_size(job.extra["array"])
-        seen = sum(task_count(key) for key in tasks if key is not None)
-        if expected is not None and seen < expected:
-            return False
-    return not summary(tasks).state.is_final
-
-
-def _lost_exit_code(obs: Observation, job: TrackedJob) -> Observation:
-    """A FAILED job whose exit code accounting lost: the run folder's exit_code file."""
-    code = read_exit_file(job.extra.get("run_dir"))
-    if not code:
-        return obs
-    note = "exit code from the run folder (accounting recorded none)"
-    return replace(obs, exit_code=code, reason=f"{obs.reason}; {note}" if obs.reason else note)
-
-
-def _preempted(obs: Observation, job: TrackedJob, slurm_id: SlurmId) -> Observation:
-    """A FAILED job that Slurm was preempting: PREEMPTED, whatever its exit code.
-
-    Under PreemptMode=CANCEL with a GraceTime, Slurm signals the job step only; the program
-    stops (torchrun exits 1, a plain command dies of SIGTERM) and the script ends with that
-    failure before the grace time is over, so accounting says FAILED. The script asked Slurm
-    (`scontrol show job`: PreemptTime) and noted it in the run folder's `preempted` file.
-    """
-    run_dir = job.extra.get("run_dir")
-    if run_dir and slurm_id.task is not None:
-        run_dir = run_dir.replace("{task}", slurm_id.task)
-    noted = read_preempted_note(run_dir, slurm_id.job, obs.requeues)
-    if noted is None:
-        return obs
-    code = "" if obs.exit_code is None else f" with exit code {obs.exit_code}"
-    reason = f"preempted by Slurm ({noted}); the job step was stopped and the script ended{code}"
-    return replace(obs, state=State.PREEMPTED, reason=reason)
-
-
-def _exit_file_fallback(obs: Observation | None, job: TrackedJob) -> Observation | None:
-    """Without accounting: the run folder's exit_code file, else UNKNOWN once it left squeue."""
-    code = read_exit_file(job.extra.get("run_dir"))
-    if obs is not None and obs.state.is_final:
-        if code is None:
-            return obs
-        state = State.SUCCEEDED if code == 0 else State.FAILED
-        if obs.state is State.SUCCEEDED or obs.state is State.FAILED:
-            return replace(obs, state=state, exit_code=code, source="exit-file")
-        return replace(obs, exit_code=code)
-    if obs is not None:
-        return obs
-    if code is not None:
-        return Observation(
-            state=State.SUCCEEDED if code == 0 else State.FAILED,
-            raw_state="",
-            source="exit-file",
-            exit_code=code,
-            reason="left the queue; exit code from the run folder (accounting is disabled)",
-        )
-    return Observation(
-        state=State.UNKNOWN,
-        raw_state="",
-        source="squeue",
-        reason="left the queue; Slurm accounting is disabled, so how it ended is unknown",
-    )

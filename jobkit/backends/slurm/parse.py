@@ -8,6 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from jobkit.core.errors import SchedulerError
+from jobkit.core.units import parse_clock
 
 SQUEUE_FIELDS = (
     "JobArrayID",
@@ -63,20 +64,7 @@ def parse_sbatch_output(argv: list[str], stdout: str, stderr: str) -> str:
 
 def parse_elapsed(text: str) -> float | None:
     """Seconds from Slurm's `[D-][H:]M:S` (squeue %M, sacct Elapsed); None if not a time."""
-    text = text.strip()
-    days = 0
-    if "-" in text:
-        head, _, text = text.partition("-")
-        if not head.isdigit():
-            return None
-        days = int(head)
-    parts = text.split(":")
-    if not parts or not all(p.isdigit() for p in parts) or len(parts) > 3:
-        return None
-    seconds = 0
-    for part in parts:
-        seconds = seconds * 60 + int(part)
-    return float(days * 86400 + seconds)
+    return parse_clock(text)
 
 
 def parse_exit_code(text: str) -> tuple[int | None, int | None]:
@@ -118,6 +106,13 @@ class SqueueRow:
     restarts: int | None
 
 
+_COMPLETING = frozenset({"COMPLETING", "CG"})
+"""squeue(1), %N: "In the case of a COMPLETING job, the list of nodes will comprise only
+those nodes that have not yet been returned to service". A 2-node job that ended in a second
+showed `n1` alone: a completing row says nothing of the job's nodes (the earlier or later
+row, or sacct, does)."""
+
+
 def parse_squeue(stdout: str) -> list[SqueueRow]:
     """Rows of `squeue --noheader --array --Format=SQUEUE_FORMAT`; CLUSTER: lines skipped."""
     rows: list[SqueueRow] = []
@@ -137,7 +132,7 @@ def parse_squeue(stdout: str) -> list[SqueueRow]:
                 task_id=_none_if_blank(task),
                 raw_state=state,
                 reason=_none_if_blank(reason),
-                nodes=_none_if_blank(nodes),
+                nodes=None if state in _COMPLETING else _none_if_blank(nodes),
                 elapsed_s=parse_elapsed(elapsed),
                 restarts=int(restarts) if restarts.isdigit() else None,
             )
@@ -162,16 +157,19 @@ class SacctRun:
     cpu_time: str | None
     runs: int
     """How many allocation lines sacct -D showed for this id (1 + requeues)."""
+    earlier_elapsed_s: float = 0.0
+    """The elapsed of the earlier runs (the lines before the latest), summed."""
 
 
 def parse_sacct(stdout: str) -> list[SacctRun]:
     """The latest run of each job / array task in `sacct -n -P -D --format=SACCT_FIELDS`.
 
     Step lines (`123.batch`, `123_4.0`) add their MaxRSS (the largest is kept);
-    earlier runs of a requeued job count in `runs`.
+    earlier runs of a requeued job count in `runs` and their elapsed in `earlier_elapsed_s`.
     """
     latest: dict[str, SacctRun] = {}
     runs: dict[str, int] = defaultdict(int)
+    earlier: dict[str, float] = defaultdict(float)
     rss: dict[str, str] = {}
     order: list[str] = []
     for line in stdout.splitlines():
@@ -193,6 +191,8 @@ def parse_sacct(stdout: str) -> list[SacctRun]:
         runs[alloc_id] += 1
         if alloc_id not in latest:
             order.append(alloc_id)
+        else:  # sacct -D lists a job's runs oldest first: the one before ended
+            earlier[alloc_id] += latest[alloc_id].elapsed_s or 0.0
         latest[alloc_id] = SacctRun(
             job_id=alloc_id,
             base_id=base,
@@ -208,6 +208,11 @@ def parse_sacct(stdout: str) -> list[SacctRun]:
             runs=0,
         )
     return [
-        replace(latest[key], runs=runs[key], max_rss=_none_if_blank(rss.get(key, "")))
+        replace(
+            latest[key],
+            runs=runs[key],
+            max_rss=_none_if_blank(rss.get(key, "")),
+            earlier_elapsed_s=earlier[key],
+        )
         for key in order
     ]

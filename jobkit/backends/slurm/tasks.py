@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from jobkit.backends.base import Observation
 from jobkit.backends.slurm.parse import SacctRun, SqueueRow
-from jobkit.backends.slurm.states import normalize_slurm_state, slurm_state_word
+from jobkit.backends.slurm.states import SLURM_STATES, normalize_slurm_state, slurm_state_word
 from jobkit.core.arrays import array_includes, array_size
 from jobkit.core.states import State
 
@@ -35,6 +35,7 @@ def _task_observation(
     requeues: int | None = None,
     max_rss: str | None = None,
     cpu_time: str | None = None,
+    earlier_runs_s: float | None = None,
 ) -> Observation:
     return Observation(
         state=normalize_slurm_state(raw_state, exit_code, reason),
@@ -48,6 +49,7 @@ def _task_observation(
         requeues=requeues,
         max_rss=max_rss,
         cpu_time=cpu_time,
+        earlier_runs_s=earlier_runs_s,
     )
 
 
@@ -119,6 +121,9 @@ def sacct_exit_code(run: SacctRun) -> int | None:
     word = slurm_state_word(run.raw_state)
     if run.exit_code == 0 and not run.signal and word in NO_CODE_STATES:
         return None
+    known = SLURM_STATES.get(word)
+    if run.exit_code == 0 and not run.signal and known is not None and not known.is_final:
+        return None  # PENDING (a held job too), RUNNING...: 0:0 of a job that has not ended
     return run.exit_code
 
 
@@ -137,6 +142,7 @@ def sacct_tasks(runs: Sequence[SacctRun]) -> dict[str, TaskMap]:
             requeues=max(run.runs - 1, 0),
             max_rss=run.max_rss,
             cpu_time=run.cpu_time,
+            earlier_runs_s=run.earlier_elapsed_s if run.runs > 1 else None,
         )
     return dict(tasks)
 
@@ -242,12 +248,40 @@ def aggregate(tasks: Sequence[Observation]) -> Observation:
 
 
 def choose(live: Observation | None, done: Observation | None) -> Observation | None:
-    """squeue's answer for a live job; sacct's once it ended (squeue's if sacct lags)."""
+    """squeue's answer for a live job (with sacct's sum of its earlier runs, where asked);
+    sacct's once it ended (squeue's if sacct lags)."""
     if live is not None and not live.state.is_final:
+        if done is not None and _all_runs_ended(live, done):
+            return replace(
+                live,
+                earlier_runs_s=(done.earlier_runs_s or 0.0) + (done.elapsed_s or 0.0),
+                earlier_runs_from=done.source,
+            )
+        exact = done is not None and done.earlier_runs_s is not None
+        # ...unless sacct lags one run behind squeue
+        if done is not None and exact and live.requeues in (None, done.requeues):
+            return replace(
+                live,
+                earlier_runs_s=done.earlier_runs_s,
+                earlier_runs_from=done.source,
+                requeues=done.requeues,
+            )
         return live
     if done is not None and (done.state.is_final or live is None):
         return done
     return live
+
+
+def _all_runs_ended(live: Observation, done: Observation) -> bool:
+    """sacct's latest line is a run that ended in a requeue (REQUEUED) and squeue counts one
+    requeue more: slurmdbd has not written the new run's line yet, and every line it has is
+    an earlier run (their sum is exact, not a lower bound)."""
+    return (
+        slurm_state_word(done.raw_state) == "REQUEUED"
+        and done.elapsed_s is not None
+        and live.requeues is not None
+        and live.requeues == (done.requeues or 0) + 1
+    )
 
 
 def task_in_range(task: str, key: str) -> bool:

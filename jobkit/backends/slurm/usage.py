@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 from jobkit.backends.base import TrackedJob
+from jobkit.core.units import parse_clock
 from jobkit.core.usage import NodeShare, StepUsage, Usage
 
 USAGE_FIELDS = (
@@ -30,7 +31,6 @@ USAGE_FIELDS = (
 )
 """The columns asked for, in this order (`--format`)."""
 
-_BRACKETS = re.compile(r"^(?P<prefix>[^\[]*)\[(?P<ranges>[^\]]*)\](?P<suffix>.*)$")
 _SIZE = re.compile(r"^(?P<n>\d+(?:\.\d+)?)(?P<unit>[KMGTP]?)$")
 _SIZE_MB = {"": 1 / (1 << 20), "K": 1 / 1024, "M": 1, "G": 1024, "T": 1 << 20, "P": 1 << 30}
 SAMPLED_NOTE = (
@@ -48,60 +48,24 @@ def usage_argv(job_ids: Sequence[str], cluster: str | None = None) -> list[str]:
 
 
 def expand_nodelist(text: str) -> tuple[str, ...]:
-    """`n[1-2,5],gpu01` -> ('n1', 'n2', 'n5', 'gpu01'); zero padding kept; blank -> ()."""
+    """`n[1-2,5],gpu01` -> ('n1', 'n2', 'n5', 'gpu01'); zero padding kept; blank -> ().
+
+    One host-list reader for jobkit and the trainer (train/env/hostlist.py, stdlib only); a list
+    Slurm would not write is kept as one name, so a report still shows what sacct said."""
+    from train.env.hostlist import HostlistError, expand_hostlist
+
     text = text.strip()
     if not text or text in ("None assigned", "(null)"):
         return ()
-    names: list[str] = []
-    for part in _split_top(text):
-        match = _BRACKETS.match(part)
-        if not match:
-            names.append(part)
-            continue
-        for chunk in match["ranges"].split(","):
-            low, _, high = chunk.partition("-")
-            if not high:
-                names.append(f"{match['prefix']}{low}{match['suffix']}")
-                continue
-            width = len(low)
-            names += [
-                f"{match['prefix']}{n:0{width}d}{match['suffix']}"
-                for n in range(int(low), int(high) + 1)
-            ]
-    return tuple(names)
-
-
-def _split_top(text: str) -> list[str]:
-    """Split on the commas outside brackets."""
-    parts, depth, start = [], 0, 0
-    for i, char in enumerate(text):
-        depth += char == "["
-        depth -= char == "]"
-        if char == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return [p.strip() for p in parts if p.strip()]
+    try:
+        return tuple(expand_hostlist(text))
+    except HostlistError:
+        return (text,)
 
 
 def parse_cpu_time(text: str) -> float | None:
     """Seconds from sacct's TotalCPU / TRES cpu: `[D-][HH:]MM:SS[.mmm]`; None if blank."""
-    text = text.strip()
-    if not text:
-        return None
-    days = 0
-    if "-" in text:
-        head, _, text = text.partition("-")
-        if not head.isdigit():
-            return None
-        days = int(head)
-    seconds = 0.0
-    try:
-        for part in text.split(":"):
-            seconds = seconds * 60 + float(part)
-    except ValueError:
-        return None
-    return days * 86400 + seconds
+    return parse_clock(text)
 
 
 def parse_size_mb(text: str) -> float | None:
@@ -157,6 +121,7 @@ def parse_usage(stdout: str) -> dict[str, Usage]:
             cpus=_int(row["AllocCPUS"]),
             steps=tuple(found),
             notes=tuple(notes),
+            requeued_run=row["State"].startswith("REQUEUED"),
         )
     return result
 

@@ -22,7 +22,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from jobkit.backends.base import Backend, Observation, SubmitRequest, Submitted, TrackedJob
+from jobkit.backends.base import (
+    FROZEN_CODE,
+    Backend,
+    Observation,
+    SubmitRequest,
+    Submitted,
+    TrackedJob,
+)
 from jobkit.backends.slurm.backend import COMMENT_PREFIX, SlurmBackend
 from jobkit.core.errors import CrossFieldError, JobkitError, SchedulerError, SpecError
 from jobkit.spec.schema import JobSpec
@@ -107,7 +114,7 @@ def _directive(word: str) -> tuple[str, Any]:
 def setup_lines(spec: JobSpec) -> list[str]:
     """Shell lines submitit runs in the batch script before srun: modules, conda, venv,
     env.setup (as written), then the exported variables, every value quoted."""
-    from jobkit.render.engine import env_exports
+    from jobkit.render.environment import env_exports
 
     env = spec.env
     lines = [f"module load {shlex.quote(module)}" for module in env.modules]
@@ -230,6 +237,7 @@ class SubmititBackend(Backend):
         "scheduler.signal": "directive",
         "scheduler.extra": "directive",
         "scheduler.exclude_bad_nodes_for": "jobkit",
+        **FROZEN_CODE,
     }
     task_per_process = True
     poll_interval_s = SlurmBackend.poll_interval_s
@@ -306,11 +314,16 @@ class SubmititBackend(Backend):
         spec = request.spec
         params = executor_parameters(spec, request.token)
         folder = folder_pattern(spec, request.workdir)
-        cwd = request.workdir / spec.run.workdir if spec.run.workdir else request.workdir
+        # Frozen code (docs/provenance.md): the tasks start in the snapshot's copy of the
+        # submit folder; JOBKIT_SUBMIT_DIR is the submit folder itself.
+        base = request.code_dir or request.workdir
+        cwd = base / spec.run.workdir if spec.run.workdir else base
         port = spec.launch.master_port
+        exports = {**request.code_env(), "JOBKIT_SUBMIT_DIR": str(request.workdir)}
         program = submitit_job.RankProgram(
             argv=self._program(spec),
             cwd=str(cwd),
+            exports=exports,
             run_dir_pattern=folder,
             master_port=port if isinstance(port, int) else None,
         )

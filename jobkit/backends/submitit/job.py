@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from jobkit.core.ports import auto_port
 
 CHECKPOINT_WAIT_S = 60.0
 """On preemption or time-out: how long the trainer may take to save a checkpoint."""
+PROVENANCE_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,30 @@ def rank_environment(program: RankProgram, job_env: Any) -> dict[str, str]:
     return env
 
 
+def record_provenance(program: RankProgram, env: dict[str, str], job_env: Any) -> None:
+    """Rank 0 takes the job's side of its provenance (docs/provenance.md), as the other
+    backends' scripts do: `python -m jobkit.provenance.jobside HOST...` in the task's
+    folder, its errors in provenance/jobside.err. It never stops the job."""
+    if int(job_env.global_rank) != 0:
+        return
+    folder = os.path.join(env["JOBKIT_RUN_DIR"], "provenance")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "jobside.err"), "wb") as errors:
+            subprocess.run(
+                [sys.executable, "-m", "jobkit.provenance.jobside", *job_env.hostnames],
+                cwd=program.cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+                timeout=PROVENANCE_TIMEOUT_S,
+                check=False,
+            )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        print(f"jobkit: note: the job's software was not recorded: {err}", file=sys.stderr)
+
+
 class CommandJob:
     """A user command, run through submitit's CommandFunction with the rank's environment."""
 
@@ -75,8 +101,10 @@ class CommandJob:
         self.program = program
 
     def __call__(self) -> str:
-        env = rank_environment(self.program, JobEnvironment())
+        job_env = JobEnvironment()
+        env = rank_environment(self.program, job_env)
         os.makedirs(env["JOBKIT_RUN_DIR"], exist_ok=True)
+        record_provenance(self.program, env, job_env)
         output: str = CommandFunction(
             list(self.program.argv), verbose=True, cwd=self.program.cwd, env=env
         )()
@@ -103,8 +131,10 @@ class TrainerJob(Checkpointable):
         self._child = None
 
     def __call__(self) -> int:
-        env = rank_environment(self.program, JobEnvironment())
+        job_env = JobEnvironment()
+        env = rank_environment(self.program, job_env)
         os.makedirs(env["JOBKIT_RUN_DIR"], exist_ok=True)
+        record_provenance(self.program, env, job_env)
         self._child = subprocess.Popen(list(self.program.argv), cwd=self.program.cwd, env=env)
         code = self._child.wait()
         if code != 0:

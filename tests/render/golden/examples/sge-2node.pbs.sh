@@ -102,7 +102,7 @@ jobkit_id_number() {
 }
 # launch.master_port auto: 15000 + N % 15000, N from the job id, so two jobs sharing a node
 # do not collide and the port stays below Linux's ephemeral range (32768+).
-MASTER_PORT=$(( 15000 + ($(jobkit_id_number "$JOBKIT_JOB_ID") + ${PBS_ARRAY_INDEX:-${PBS_ARRAYID:-0}}) % 15000 ))
+MASTER_PORT=$(( 15000 + ($(jobkit_id_number "$JOBKIT_JOB_ID") + ${JOBKIT_TASK_ID:-0}) % 15000 ))
 export MASTER_PORT
 JOBKIT_NNODES=${#jobkit_hosts[@]}
 export JOBKIT_NNODES
@@ -130,6 +130,12 @@ jobkit_run_on_node() {
 }
 
 # ---- The program on one host ------------------------------------------------------------------
+# qsub passes no environment on: jobkit submit writes the snapshot's folder and the provenance
+# file into the next line (empty in `jobkit render`; docs/provenance.md).
+JOBKIT_CODE_DIR='' JOBKIT_PROVENANCE=''
+# The frozen code's folder and the submit side's provenance (docs/provenance.md): jobkit submit
+# sets them; empty otherwise.
+export JOBKIT_CODE_DIR="${JOBKIT_CODE_DIR:-}" JOBKIT_PROVENANCE="${JOBKIT_PROVENANCE:-}"
 # Where host I keeps the process-group id of its torchrun (on that host).
 jobkit_pgid_file() {
   echo "/tmp/jobkit-${JOBKIT_JOB_ID//[^A-Za-z0-9._-]/_}-node-$1.pgid"
@@ -156,6 +162,27 @@ jobkit_node() {
   fi
   PATH="${jobkit_python%/*}:$PATH"
   export PATH
+
+  # ---- Frozen code (code.snapshot, docs/provenance.md) -----------------------------------------
+  # The program runs from the snapshot jobkit submit took of the git work tree: what was edited
+  # since changes nothing here. JOBKIT_SUBMIT_DIR is the submit folder itself.
+  export JOBKIT_SUBMIT_DIR="$PWD"
+  if [[ -n "${JOBKIT_CODE_DIR:-}" ]]; then
+    if [[ ! -d "$JOBKIT_CODE_DIR" ]]; then
+      jobkit_failure="jobkit: code snapshot $JOBKIT_CODE_DIR not found on ${SLURMD_NODENAME:-${HOSTNAME:-this host}} (JOBKIT_HOME must be on a file system the nodes share, or set code.snapshot: false)"
+      echo "$jobkit_failure" >&2
+      echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure" || true
+      exit 1
+    fi
+    cd -- "$JOBKIT_CODE_DIR"
+  fi
+  if (( rank == 0 )); then
+    # Provenance (docs/provenance.md): the job's Python packages, torch/CUDA/NCCL, GPUs, hosts and
+    # the scheduler's record, into $JOBKIT_RUN_DIR/provenance/ (its errors: jobside.err there).
+    mkdir -p -- "$JOBKIT_RUN_DIR/provenance"
+    "${jobkit_python:-python3}" -m jobkit.provenance.jobside "${jobkit_hosts[@]}" </dev/null >/dev/null 2>"$JOBKIT_RUN_DIR/provenance/jobside.err" ||
+      echo "jobkit: note: the job's software was not recorded (${jobkit_python:-python3} -m jobkit.provenance.jobside failed: $JOBKIT_RUN_DIR/provenance/jobside.err)" >&2
+  fi
   echo "jobkit: host $rank ($(hostname)) of $JOBKIT_NNODES: torchrun with $JOBKIT_NPROC_PER_NODE process(es)"
   # A background child of a non-interactive shell is not a group leader, so setsid turns it
   # into one in place: its pid is the new process-group id.
@@ -178,7 +205,8 @@ jobkit_node_script() {
   # This shell's umask (jobkit's 077: what the job writes is its owner's) on every host.
   echo "umask $(umask)"
   declare -p JOBKIT_JOB_ID JOBKIT_RUN_DIR JOBKIT_WORKDIR MASTER_ADDR MASTER_PORT \
-    JOBKIT_NNODES JOBKIT_NPROC_PER_NODE JOBKIT_TASK_ID
+    JOBKIT_NNODES JOBKIT_NPROC_PER_NODE JOBKIT_TASK_ID JOBKIT_CODE_DIR JOBKIT_PROVENANCE \
+    jobkit_hosts
   if [[ -n "${jobkit_slot_gpus:-}" ]]; then
     # A local/ssh sweep slot's share of the GPUs (templates/ssh wait_for_slot).
     printf 'export CUDA_VISIBLE_DEVICES=%q\n' "$jobkit_slot_gpus"
@@ -410,8 +438,10 @@ jobkit_exit_code() {
   fi
 }
 
+# The exit code, then the job's scheduler id: a run's attempts share the folder, and jobkit
+# reads only its own job's code (core/run_files.py).
 jobkit_write_exit_code() {
-  echo "$1" >"$jobkit_exit_file.tmp"
+  printf '%s\n%s\n' "$1" "${JOBKIT_JOB_ID:-}" >"$jobkit_exit_file.tmp"
   mv -f -- "$jobkit_exit_file.tmp" "$jobkit_exit_file"
 }
 

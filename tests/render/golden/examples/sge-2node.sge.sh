@@ -64,6 +64,22 @@ done
 exec >>"$jobkit_logs_dir"/sge-2node-"$JOBKIT_JOB_ID".out \
   2>>"$jobkit_logs_dir"/sge-2node-"$JOBKIT_JOB_ID".err
 
+# A chain's stage (docs/chains.md): Grid Engine's -hold_jid waits for the previous stage's
+# end, whatever it was. JOBKIT_CHAIN_AFTER (qsub -v, set by `jobkit submit --chain/--after`)
+# says what it must have been, ok (exit 0) or fail, and where its exit code is.
+if [[ -n "${JOBKIT_CHAIN_AFTER:-}" ]]; then
+  jobkit_chain_want=${JOBKIT_CHAIN_AFTER%%:*}
+  jobkit_chain_rc=$(head -n 1 -- "${JOBKIT_CHAIN_AFTER#*:}" 2>/dev/null || echo none)
+  jobkit_chain_rc=${jobkit_chain_rc:-none}
+  if [[ "$jobkit_chain_want" == ok && "$jobkit_chain_rc" != 0 ]] \
+    || [[ "$jobkit_chain_want" == fail && "$jobkit_chain_rc" == 0 ]]; then
+    jobkit_failure="jobkit: never started: the previous stage ended with exit code $jobkit_chain_rc (this stage runs after $jobkit_chain_want)"
+    echo "$jobkit_failure" >&2
+    echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure"
+    exit 1
+  fi
+fi
+
 # Hosts: the hosts of $PE_HOSTFILE (HOST SLOTS QUEUE PROCESSORS), this one first (it hosts the
 # rendezvous and runs host 0 itself). Without a PE: this host alone.
 jobkit_hosts=()
@@ -128,6 +144,12 @@ jobkit_run_on_node() {
 }
 
 # ---- The program on one host ------------------------------------------------------------------
+# qsub passes no environment on: jobkit submit writes the snapshot's folder and the provenance
+# file into the next line (empty in `jobkit render`; docs/provenance.md).
+JOBKIT_CODE_DIR='' JOBKIT_PROVENANCE=''
+# The frozen code's folder and the submit side's provenance (docs/provenance.md): jobkit submit
+# sets them; empty otherwise.
+export JOBKIT_CODE_DIR="${JOBKIT_CODE_DIR:-}" JOBKIT_PROVENANCE="${JOBKIT_PROVENANCE:-}"
 # Where host I keeps the process-group id of its torchrun (on that host).
 jobkit_pgid_file() {
   echo "/tmp/jobkit-${JOBKIT_JOB_ID//[^A-Za-z0-9._-]/_}-node-$1.pgid"
@@ -154,6 +176,27 @@ jobkit_node() {
   fi
   PATH="${jobkit_python%/*}:$PATH"
   export PATH
+
+  # ---- Frozen code (code.snapshot, docs/provenance.md) -----------------------------------------
+  # The program runs from the snapshot jobkit submit took of the git work tree: what was edited
+  # since changes nothing here. JOBKIT_SUBMIT_DIR is the submit folder itself.
+  export JOBKIT_SUBMIT_DIR="$PWD"
+  if [[ -n "${JOBKIT_CODE_DIR:-}" ]]; then
+    if [[ ! -d "$JOBKIT_CODE_DIR" ]]; then
+      jobkit_failure="jobkit: code snapshot $JOBKIT_CODE_DIR not found on ${SLURMD_NODENAME:-${HOSTNAME:-this host}} (JOBKIT_HOME must be on a file system the nodes share, or set code.snapshot: false)"
+      echo "$jobkit_failure" >&2
+      echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure" || true
+      exit 1
+    fi
+    cd -- "$JOBKIT_CODE_DIR"
+  fi
+  if (( rank == 0 )); then
+    # Provenance (docs/provenance.md): the job's Python packages, torch/CUDA/NCCL, GPUs, hosts and
+    # the scheduler's record, into $JOBKIT_RUN_DIR/provenance/ (its errors: jobside.err there).
+    mkdir -p -- "$JOBKIT_RUN_DIR/provenance"
+    "${jobkit_python:-python3}" -m jobkit.provenance.jobside "${jobkit_hosts[@]}" </dev/null >/dev/null 2>"$JOBKIT_RUN_DIR/provenance/jobside.err" ||
+      echo "jobkit: note: the job's software was not recorded (${jobkit_python:-python3} -m jobkit.provenance.jobside failed: $JOBKIT_RUN_DIR/provenance/jobside.err)" >&2
+  fi
   echo "jobkit: host $rank ($(hostname)) of $JOBKIT_NNODES: torchrun with $JOBKIT_NPROC_PER_NODE process(es)"
   # A background child of a non-interactive shell is not a group leader, so setsid turns it
   # into one in place: its pid is the new process-group id.
@@ -176,7 +219,8 @@ jobkit_node_script() {
   # This shell's umask (jobkit's 077: what the job writes is its owner's) on every host.
   echo "umask $(umask)"
   declare -p JOBKIT_JOB_ID JOBKIT_RUN_DIR JOBKIT_WORKDIR MASTER_ADDR MASTER_PORT \
-    JOBKIT_NNODES JOBKIT_NPROC_PER_NODE JOBKIT_TASK_ID
+    JOBKIT_NNODES JOBKIT_NPROC_PER_NODE JOBKIT_TASK_ID JOBKIT_CODE_DIR JOBKIT_PROVENANCE \
+    jobkit_hosts
   if [[ -n "${jobkit_slot_gpus:-}" ]]; then
     # A local/ssh sweep slot's share of the GPUs (templates/ssh wait_for_slot).
     printf 'export CUDA_VISIBLE_DEVICES=%q\n' "$jobkit_slot_gpus"
@@ -408,8 +452,10 @@ jobkit_exit_code() {
   fi
 }
 
+# The exit code, then the job's scheduler id: a run's attempts share the folder, and jobkit
+# reads only its own job's code (core/run_files.py).
 jobkit_write_exit_code() {
-  echo "$1" >"$jobkit_exit_file.tmp"
+  printf '%s\n%s\n' "$1" "${JOBKIT_JOB_ID:-}" >"$jobkit_exit_file.tmp"
   mv -f -- "$jobkit_exit_file.tmp" "$jobkit_exit_file"
 }
 

@@ -97,7 +97,7 @@ jobkit_id_number() {
 }
 # launch.master_port auto: 15000 + N % 15000, N from the job id, so two jobs sharing a node
 # do not collide and the port stays below Linux's ephemeral range (32768+).
-MASTER_PORT=$(( 15000 + ($(jobkit_id_number "$JOBKIT_JOB_ID") + ${PBS_ARRAY_INDEX:-${PBS_ARRAYID:-0}}) % 15000 ))
+MASTER_PORT=$(( 15000 + ($(jobkit_id_number "$JOBKIT_JOB_ID") + ${JOBKIT_TASK_ID:-0}) % 15000 ))
 export MASTER_PORT
 JOBKIT_NNODES=${#jobkit_hosts[@]}
 export JOBKIT_NNODES
@@ -130,6 +130,24 @@ fi
 PATH="${jobkit_python%/*}:$PATH"
 export PATH
 set -u
+# qsub passes no environment on: jobkit submit writes the snapshot's folder and the provenance
+# file into the next line (empty in `jobkit render`; docs/provenance.md).
+JOBKIT_CODE_DIR='' JOBKIT_PROVENANCE=''
+export JOBKIT_CODE_DIR="${JOBKIT_CODE_DIR:-}" JOBKIT_PROVENANCE="${JOBKIT_PROVENANCE:-}"
+
+# ---- Frozen code (code.snapshot, docs/provenance.md) -----------------------------------------
+# The program runs from the snapshot jobkit submit took of the git work tree: what was edited
+# since changes nothing here. JOBKIT_SUBMIT_DIR is the submit folder itself.
+export JOBKIT_SUBMIT_DIR="$PWD"
+if [[ -n "${JOBKIT_CODE_DIR:-}" ]]; then
+  if [[ ! -d "$JOBKIT_CODE_DIR" ]]; then
+    jobkit_failure="jobkit: code snapshot $JOBKIT_CODE_DIR not found on ${SLURMD_NODENAME:-${HOSTNAME:-this host}} (JOBKIT_HOME must be on a file system the nodes share, or set code.snapshot: false)"
+    echo "$jobkit_failure" >&2
+    echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure" || true
+    exit 1
+  fi
+  cd -- "$JOBKIT_CODE_DIR"
+fi
 cd -- work
 
 # ---- Run --------------------------------------------------------------------------------------
@@ -152,6 +170,6 @@ while :; do
   fi
   break
 done
-echo "$jobkit_rc" >"$JOBKIT_RUN_DIR/exit_code"
+printf '%s\n%s\n' "$jobkit_rc" "$JOBKIT_JOB_ID" >"$JOBKIT_RUN_DIR/exit_code"
 echo "jobkit: finished with exit code $jobkit_rc"
 exit "$jobkit_rc"

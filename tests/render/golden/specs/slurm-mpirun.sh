@@ -106,6 +106,25 @@ fi
 PATH="${jobkit_python%/*}:$PATH"
 export PATH
 
+# ---- Frozen code (code.snapshot, docs/provenance.md) -----------------------------------------
+# The program runs from the snapshot jobkit submit took of the git work tree: what was edited
+# since changes nothing here. JOBKIT_SUBMIT_DIR is the submit folder itself.
+export JOBKIT_SUBMIT_DIR="$PWD"
+if [[ -n "${JOBKIT_CODE_DIR:-}" ]]; then
+  if [[ ! -d "$JOBKIT_CODE_DIR" ]]; then
+    jobkit_failure="jobkit: code snapshot $JOBKIT_CODE_DIR not found on ${SLURMD_NODENAME:-${HOSTNAME:-this host}} (JOBKIT_HOME must be on a file system the nodes share, or set code.snapshot: false)"
+    echo "$jobkit_failure" >&2
+    echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure" || true
+    exit 1
+  fi
+  cd -- "$JOBKIT_CODE_DIR"
+fi
+# Provenance (docs/provenance.md): the job's Python packages, torch/CUDA/NCCL, GPUs, hosts and
+# the scheduler's record, into $JOBKIT_RUN_DIR/provenance/ (its errors: jobside.err there).
+mkdir -p -- "$JOBKIT_RUN_DIR/provenance"
+"${jobkit_python:-python3}" -m jobkit.provenance.jobside "${jobkit_hosts[@]}" </dev/null >/dev/null 2>"$JOBKIT_RUN_DIR/provenance/jobside.err" ||
+  echo "jobkit: note: the job's software was not recorded (${jobkit_python:-python3} -m jobkit.provenance.jobside failed: $JOBKIT_RUN_DIR/provenance/jobside.err)" >&2
+
 echo "jobkit: job $JOBKIT_JOB_ID ($SLURM_JOB_NAME) on $JOBKIT_NNODES node(s): ${jobkit_hosts[*]}"
 echo "jobkit: master $MASTER_ADDR:$MASTER_PORT, 4 process(es) per node, restart count ${SLURM_RESTART_COUNT:-0}"
 echo "jobkit: run folder $JOBKIT_RUN_DIR"
@@ -151,7 +170,7 @@ fi
 # The exit code also lands in the run folder: jobkit reads it when Slurm's accounting is off
 # or lost it (slurmdbd down while the job ended).
 jobkit_finish() {
-  echo "$1" >"$JOBKIT_RUN_DIR/exit_code.tmp" &&
+  printf '%s\n%s\n' "$1" "$JOBKIT_JOB_ID" >"$JOBKIT_RUN_DIR/exit_code.tmp" &&
     mv -f -- "$JOBKIT_RUN_DIR/exit_code.tmp" "$JOBKIT_RUN_DIR/exit_code" || true
   exit "$1"
 }

@@ -111,6 +111,25 @@ export PATH
 # env.vars).
 export OMP_NUM_THREADS=2
 
+# ---- Frozen code (code.snapshot, docs/provenance.md) -----------------------------------------
+# The program runs from the snapshot jobkit submit took of the git work tree: what was edited
+# since changes nothing here. JOBKIT_SUBMIT_DIR is the submit folder itself.
+export JOBKIT_SUBMIT_DIR="$PWD"
+if [[ -n "${JOBKIT_CODE_DIR:-}" ]]; then
+  if [[ ! -d "$JOBKIT_CODE_DIR" ]]; then
+    jobkit_failure="jobkit: code snapshot $JOBKIT_CODE_DIR not found on ${SLURMD_NODENAME:-${HOSTNAME:-this host}} (JOBKIT_HOME must be on a file system the nodes share, or set code.snapshot: false)"
+    echo "$jobkit_failure" >&2
+    echo "$jobkit_failure" >"$JOBKIT_RUN_DIR/failure" || true
+    exit 1
+  fi
+  cd -- "$JOBKIT_CODE_DIR"
+fi
+# Provenance (docs/provenance.md): the job's Python packages, torch/CUDA/NCCL, GPUs, hosts and
+# the scheduler's record, into $JOBKIT_RUN_DIR/provenance/ (its errors: jobside.err there).
+mkdir -p -- "$JOBKIT_RUN_DIR/provenance"
+"${jobkit_python:-python3}" -m jobkit.provenance.jobside "${jobkit_hosts[@]}" </dev/null >/dev/null 2>"$JOBKIT_RUN_DIR/provenance/jobside.err" ||
+  echo "jobkit: note: the job's software was not recorded (${jobkit_python:-python3} -m jobkit.provenance.jobside failed: $JOBKIT_RUN_DIR/provenance/jobside.err)" >&2
+
 echo "jobkit: job $JOBKIT_JOB_ID ($SLURM_JOB_NAME) on $JOBKIT_NNODES node(s): ${jobkit_hosts[*]}"
 echo "jobkit: master $MASTER_ADDR:$MASTER_PORT, 2 process(es) per node, restart count ${SLURM_RESTART_COUNT:-0}"
 echo "jobkit: run folder $JOBKIT_RUN_DIR"
@@ -120,6 +139,38 @@ echo "jobkit: run folder $JOBKIT_RUN_DIR"
 # note of completion.
 rm -f -- "$JOBKIT_RUN_DIR/requeue-requested" "$JOBKIT_RUN_DIR/exit_code" \
     "$JOBKIT_RUN_DIR/finished"
+# srun's exit code is the highest of its tasks': a task that srun --kill-on-bad-exit stopped
+# after another had failed makes it 143. srun's own line for the task that failed first
+# ("srun: error: n2: task 1: Exited with exit code 7", on this script's standard error: the
+# job's .err) gives the program's code, when that task exited on its own. The .err file: this script's standard error in a batch
+# job; under `jobkit run --here` (a pipe) the file jobkit copies it to.
+jobkit_err_file=$(readlink -- "/proc/$$/fd/2" 2>/dev/null || true)
+jobkit_err_tries=1
+if [[ ! -f "$jobkit_err_file" ]]; then
+  jobkit_err_file="$jobkit_logs_dir"/srun-tasks-"$JOBKIT_JOB_ID".err
+  jobkit_err_tries=25  # jobkit copies srun's lines there: allow it 10 s
+fi
+jobkit_step_err_from=$(( $(stat -c %s -- "$jobkit_err_file" 2>/dev/null || echo 0) + 1 ))
+jobkit_task_rc() {
+  local rc=$1 found="" tries
+  for (( tries = 1; tries <= jobkit_err_tries; tries++ )); do
+    # srun's first line about a task that failed: its code when it exited on its own; a task
+    # a signal ended first (Killed, Out Of Memory, Segmentation fault...) keeps srun's code.
+    found=$(tail -c +"$jobkit_step_err_from" -- "$jobkit_err_file" 2>/dev/null | awk '
+      /^srun: error: [^ ]+: tasks? [0-9,-]+: / {
+        if ($0 ~ /: Exited with exit code [0-9]+$/ && $NF != 0) print $NF; else print "signal"
+        exit
+      }' || true)
+    if [[ "$found" == signal ]]; then
+      found=$rc
+    fi
+    if [[ -n "$found" ]] || (( tries == jobkit_err_tries )); then
+      break
+    fi
+    sleep 0.4
+  done
+  echo "${found:-$rc}"
+}
 # One task per process (2 per node). Each gets what torchrun would give it
 # (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK from SLURM_PROCID,
 # SLURM_LOCALID, SLURM_NTASKS, SLURM_NODEID), so a program using env:// runs unchanged.
@@ -133,6 +184,14 @@ jobkit_step_pid=$!
 jobkit_step_rc=0
 jobkit_wait_step || jobkit_step_rc=$?
 echo "jobkit: job step ended with exit code $jobkit_step_rc"
+# A stopped task's 143 is not the program's failure (unless this job itself was told to stop).
+if (( jobkit_step_rc > 128 )) && [[ -z "${jobkit_terminating:-}" ]]; then
+  jobkit_program_exit=$(jobkit_task_rc "$jobkit_step_rc")
+  if [[ "$jobkit_program_exit" != "$jobkit_step_rc" ]]; then
+    echo "jobkit: the program's exit code (the task that failed first): $jobkit_program_exit"
+    jobkit_step_rc=$jobkit_program_exit
+  fi
+fi
 
 # ---- Requeue or finish ------------------------------------------------------------------------
 # Preemption with a GraceTime signals the job step only: here it looks like a failed step.
@@ -158,7 +217,7 @@ fi
 # The exit code also lands in the run folder: jobkit reads it when Slurm's accounting is off
 # or lost it (slurmdbd down while the job ended).
 jobkit_finish() {
-  echo "$1" >"$JOBKIT_RUN_DIR/exit_code.tmp" &&
+  printf '%s\n%s\n' "$1" "$JOBKIT_JOB_ID" >"$JOBKIT_RUN_DIR/exit_code.tmp" &&
     mv -f -- "$JOBKIT_RUN_DIR/exit_code.tmp" "$JOBKIT_RUN_DIR/exit_code" || true
   exit "$1"
 }

@@ -1,0 +1,52 @@
+"""Slurm holds a requeued job about two minutes (PENDING, reason BeginTime) before it may
+start again. Tests that requeue a job on purpose wait through that hold for nothing: what they
+prove (the job comes back, resumes, is tracked) is the same a moment later. `skipped` moves a
+held job's begin time to now each time it is seen held, for as long as the block runs."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+POLL_S = 2.0
+
+
+def _held(job_ids: list[str]) -> list[str]:
+    """The jobs among `job_ids` that squeue shows PENDING for their begin time."""
+    shown = subprocess.run(
+        ["squeue", "-h", "-j", ",".join(job_ids), "-o", "%i|%T|%r"],
+        capture_output=True, text=True, timeout=30, check=False,
+    ).stdout  # fmt: skip
+    rows = (line.split("|") for line in shown.splitlines() if line.count("|") == 2)
+    return [job for job, state, reason in rows if state == "PENDING" and reason == "BeginTime"]
+
+
+@contextmanager
+def skipped(job_ids: Callable[[], list[str]]) -> Iterator[list[str]]:
+    """While the block runs, a job of `job_ids()` held after a requeue starts without the
+    hold; yields the list of the job ids it released (one entry per release)."""
+    released: list[str] = []
+    done = threading.Event()
+
+    def release() -> None:
+        while not done.wait(POLL_S):
+            ids = job_ids()
+            if not ids:
+                continue
+            for job in _held(ids):
+                moved = subprocess.run(
+                    ["scontrol", "update", f"JobId={job}", "StartTime=now"],
+                    capture_output=True, text=True, timeout=30, check=False,
+                )  # fmt: skip
+                if moved.returncode == 0:
+                    released.append(job)
+
+    thread = threading.Thread(target=release, name="requeue-hold", daemon=True)
+    thread.start()
+    try:
+        yield released
+    finally:
+        done.set()
+        thread.join(timeout=60)
