@@ -128,8 +128,14 @@ set -u
 run_dir="$PWD/logs/job-$JOBKIT_JOB_ID"
 mkdir -p "$run_dir"
 sleep 300 &
-setsid sleep 301 &
-python3 -c 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(302)' &
+setsid sh -c 'echo $$ > "$0/escaped"; exec sleep 301' "$run_dir" &
+python3 -c 'import signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+open(sys.argv[1], "w").close()
+time.sleep(302)' "$run_dir/ignoring" &
+# "started" only once the escape and the SIGTERM-ignoring child are in place: a loaded
+# machine may not have run setsid yet when the echo comes.
+while [ ! -s "$run_dir/escaped" ] || [ ! -e "$run_dir/ignoring" ]; do sleep 0.02; done
 echo started
 wait
 """
@@ -137,7 +143,7 @@ wait
     request = make_request(tmp_path, script)
     sub = backend.submit(request)
     out = Path(sub.log_paths["out"])
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while "started" not in (out.read_text() if out.exists() else ""):
         assert time.monotonic() < deadline
         time.sleep(0.02)

@@ -20,14 +20,16 @@ from jobkit.backends.slurm.tasks import sacct_tasks, task_in_range, task_observa
 from jobkit.core.states import State
 from tests.manager.helpers import calls, scancel_quietly, wrapper_dir
 
-# Task 0 exits 3, task 1 runs until it is cancelled, task 2 waits behind %2, then succeeds.
+# Task 0 exits 3 8 s after task 1 has started (so both are seen running at once even when
+# the other lane's jobs let only one task start at first), task 1 runs until it is
+# cancelled, task 2 waits behind %2, then succeeds.
 ARRAY_SCRIPT = """#!/bin/bash
 #SBATCH --array=0-2%2
-#SBATCH --time=5
+#SBATCH --time=10
 #SBATCH --output=out-%A_%a.txt
 case "$SLURM_ARRAY_TASK_ID" in
-  0) sleep 8; exit 3 ;;
-  1) sleep 300 ;;
+  0) for _ in $(seq 450); do [ -e started-1 ] && break; sleep 1; done; sleep 8; exit 3 ;;
+  1) touch started-1; sleep 500 ;;
   *) sleep 2; exit 0 ;;
 esac
 """
