@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from jobkit.core.errors import JobkitError
+from jobkit.core.errors import JobkitError, SpecError
 from jobkit.manager.submit import plan_submission
 from jobkit.spec.load import load_spec
 from tests.plugins.invoke import CliResult
@@ -189,33 +189,74 @@ def _groups(
 ) -> tuple[list[list[Slot]], list[str]]:
     """Split the slots into groups that render together; slots refused on their own (one
     clean line each) are returned by key. Two values may render alone but not together
-    (an empty mail_user beside a mail_type): such a slot goes to the next group."""
-    keys = [slot for slot in chosen if slot.kind == "key"]
-    if len(keys) <= 1 and _renders(backend, chosen, hostile.value, folder) is None:
-        return [chosen], []
+    (an empty mail_user beside a mail_type): such a slot goes to the next group.
+
+    First a few bulk groups (_bulk_groups); a slot their refusal names, and that is refused
+    on its own too, is set aside and the rest tried again. Slot by slot only when that does
+    not settle it."""
     refused: list[str] = []
-    pending: list[Slot] = []
-    for slot in chosen:
+    pending = list(chosen)
+    while pending:
+        bulk, err = _bulk_groups(backend, pending, hostile.value, folder)
+        if err is None:
+            return bulk, refused
+        named = [slot for slot in pending if _names(err, slot)]
+        alone = _renders(backend, named[:1], hostile.value, folder) if len(named) == 1 else None
+        if alone is None:
+            break
+        check_refusal(alone)
+        refused.append(named[0].key)
+        pending.remove(named[0])
+    if not pending:
+        return [], refused
+    rendered: list[Slot] = []
+    for slot in pending:
         err = _renders(backend, [slot], hostile.value, folder)
         if err is None:
-            pending.append(slot)
+            rendered.append(slot)
         else:
             check_refusal(err)
             refused.append(slot.key)
     groups: list[list[Slot]] = []
-    while pending:
+    while rendered:
         group: list[Slot] = []
         later: list[Slot] = []
-        for slot in pending:
-            # The same text as a key of two mappings would be one variable: one key per group.
+        for slot in rendered:
+            # one key per group, as in _bulk_groups
             has_key = slot.kind == "key" and any(other.kind == "key" for other in group)
             if not has_key and _renders(backend, [*group, slot], hostile.value, folder) is None:
                 group.append(slot)
             else:
                 later.append(slot)
         groups.append(group)
-        pending = later
+        rendered = later
     return groups, refused
+
+
+def _bulk_groups(
+    backend: str, chosen: list[Slot], value: str, folder: Path
+) -> tuple[list[list[Slot]], JobkitError | None]:
+    """The few groups that most often render at once, and the first refusal (None when
+    each of them renders).
+
+    The same text as a key of two mappings would be one variable: one key per group, the
+    first with every other slot but the container's (a container refuses env.python), which
+    make one more.
+    """
+    keys = [slot for slot in chosen if slot.kind == "key"]
+    others = [slot for slot in chosen if slot.kind != "key" and slot.path[0] != "container"]
+    inside = [slot for slot in chosen if slot.kind != "key" and slot.path[0] == "container"]
+    groups = [group for group in [others + keys[:1], *([k] for k in keys[1:]), inside] if group]
+    for group in groups:
+        err = _renders(backend, group, value, folder)
+        if err is not None:
+            return groups, err
+    return groups, None
+
+
+def _names(err: JobkitError, slot: Slot) -> bool:
+    """True when a refusal names this slot's field (not a mapping's key: its text is a name)."""
+    return slot.kind != "key" and isinstance(err, SpecError) and err.key == ".".join(slot.path)
 
 
 def _split(value: str) -> list[str]:
