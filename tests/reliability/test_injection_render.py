@@ -201,8 +201,10 @@ def _groups(
         if err is None:
             return bulk, refused
         named = [slot for slot in pending if _names(err, slot)]
-        alone = _renders(backend, named[:1], hostile.value, folder) if len(named) == 1 else None
-        if alone is None:
+        if len(named) != 1:
+            break
+        alone = _renders(backend, named, hostile.value, folder)
+        if alone is None:  # it renders on its own: refused only beside another slot
             break
         check_refusal(alone)
         refused.append(named[0].key)
