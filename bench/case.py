@@ -35,6 +35,9 @@ class Context:
     """Progress lines (stderr)."""
     options: dict[str, Any] = field(default_factory=dict)
     """Case-specific settings from the command line (sizes, pool_ran)."""
+    deadline: float | None = None
+    """--budget-s as a time.monotonic() value: a case that honours it (the GPU case) starts
+    no round that would end after it, and notes how many rounds it kept."""
     smoke: bool = False
     """--smoke (implies quick): the fewest runs and steps that still go through every path of
     a case, for the test suite's smoke tests (tests/bench); its figures mean nothing."""

@@ -7,6 +7,7 @@ machine slows both; a figure is only ever compared with one taken beside it.
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,6 +93,8 @@ class Interleaved:
     """Values collected by `interleave`: contender -> measurement name -> values."""
 
     values: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    rounds: int = 0
+    """Rounds kept (fewer than asked for when a deadline stopped them)."""
 
     def get(self, contender: str, measure: str) -> list[float]:
         """The values of one measurement of one contender (empty if none)."""
@@ -107,17 +110,24 @@ def interleave(
     rounds: int,
     warmup: int = 1,
     on_run: Callable[[int, str, Mapping[str, float]], None] | None = None,
+    deadline: float | None = None,
 ) -> Interleaved:
     """Run every contender once per round, in the given order (A B A B ...).
 
     The first `warmup` rounds are run and thrown away (file cache, .pyc files, first
-    connections). `on_run(round, name, result)` is called after each kept run.
+    connections). `on_run(round, name, result)` is called after each kept run. With a
+    `deadline` (a time.monotonic() value), no round is started that would end after it,
+    judged by the slowest round so far; `rounds` on the result says how many were kept.
     """
     for _ in range(warmup):
         for runner in runners.values():
             runner()
     collected = Interleaved()
+    slowest = 0.0
     for index in range(rounds):
+        began = time.monotonic()
+        if deadline is not None and index and began + slowest > deadline:
+            break
         for name, runner in runners.items():
             result = runner()
             slot = collected.values.setdefault(name, {})
@@ -125,4 +135,6 @@ def interleave(
                 slot.setdefault(key, []).append(float(value))
             if on_run is not None:
                 on_run(index, name, result)
+        collected.rounds = index + 1
+        slowest = max(slowest, time.monotonic() - began)
     return collected

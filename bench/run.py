@@ -81,6 +81,13 @@ def _parser() -> argparse.ArgumentParser:
         help="A jobkit checkout to compare against (cli_startup): each jobkit command also"
         " runs from it, in the same rounds.",
     )
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="Seconds from the start within which the GPU case must end: it starts no round"
+        " that would end later (judged by its slowest round) and notes the rounds it kept.",
+    )
     parser.add_argument("--keep", action="store_true", help="Keep the scratch folder.")
     parser.add_argument("--python", type=Path, help="The project's venv python.")
     return parser
@@ -137,6 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "base": args.base.resolve() if args.base else None,
         },
         smoke=args.smoke,
+        deadline=None if args.budget_s is None else time.monotonic() + args.budget_s,
     )
     info = machine()
     _say(f"bench: {info['cpu_model']}, {info['cores']} cores, load {info['load_start']}")

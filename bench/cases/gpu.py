@@ -141,7 +141,12 @@ def run(ctx: Context) -> CaseResult:
     # H200 (2026-11-26) the first round was no different from the later ones. A run there
     # takes ~17 s (13 s of it start-up), so a warm-up round would cost a minute of the
     # 8-minute budget. Each run is printed as it ends, so a timeout still shows progress.
-    data = interleave(contenders, ctx.rounds, warmup=0, on_run=_say_run)
+    data = interleave(contenders, ctx.rounds, warmup=0, on_run=_say_run, deadline=ctx.deadline)
+    if data.rounds < ctx.rounds:
+        result.notes.append(
+            f"{data.rounds} of {ctx.rounds} rounds kept: the next would have ended past"
+            " --budget-s (bench/gpu.sh's 8-minute limit)"
+        )
     for contender in contenders:
         result.stats.append(data.stats(contender, "steps_per_s", "steps/s"))
     per_token = flops_per_token(vocab_size(ctx), D_MODEL, LAYERS, CONTEXT)

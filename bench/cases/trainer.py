@@ -113,6 +113,26 @@ def parse_trained(output: str) -> tuple[int, float]:
     return int(match["n"]), float(match["s"])
 
 
+_EXCEPTION_LINE = re.compile(r"^\s*(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception)\b.*)$")
+
+
+def rank_error(output: str) -> str:
+    """A failed torchrun's cause: the ranks' last exception line, else the output's last lines.
+
+    torchrun ends with its own ChildFailedError summary, which hides the rank's traceback
+    (the first GPU bench run, 2026-11-27, failed with nothing else to read).
+    """
+    lines = output.strip().splitlines()
+    causes = [
+        match[1]
+        for match in map(_EXCEPTION_LINE.match, lines)
+        if match and "ChildFailedError" not in match[1]
+    ]
+    if causes:
+        return causes[-1]
+    return " | ".join(lines[-4:])
+
+
 def torchrun(ctx: Context, nproc: int, args: list[str], timeout: float = 600.0) -> float:
     """Run one training under torchrun in a fresh folder; its steps/s."""
     folder = ctx.scratch("train")
@@ -128,8 +148,8 @@ def torchrun(ctx: Context, nproc: int, args: list[str], timeout: float = 600.0) 
     ]
     done = run_timed(argv, env=env, cwd=folder, timeout=timeout, check=False)
     if done.returncode != 0:
-        tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-4:])
-        raise BenchError(f"torchrun {' '.join(args[:3])}: exit {done.returncode}: {tail}")
+        why = rank_error(done.stdout + done.stderr)
+        raise BenchError(f"torchrun {' '.join(args[:3])}: exit {done.returncode}: {why}")
     steps, seconds = parse_trained(done.stdout)
     return steps / seconds
 
