@@ -10,8 +10,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$here/lib.sh"
 
+# acct: process accounting (accton), with which .ci/run says where its CPU went (.ci/cpu.py).
 PACKAGES=(slurm-wlm slurmdbd munge mariadb-server mariadb-client slurm-wlm-torque
-    openssh-server openssh-client shellcheck pdsh openmpi-bin)
+    openssh-server openssh-client shellcheck pdsh openmpi-bin acct)
 
 started_at=$SECONDS
 

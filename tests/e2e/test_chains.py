@@ -53,6 +53,12 @@ def chain_status(jobkit: Jobkit, ids: list[str]) -> list[dict[str, Any]]:
     return [jobkit.status(job) for job in ids]
 
 
+POLL_S = 3.0
+"""Between two `jobkit status` calls of a chain wait. Each call is a Python process, squeue
+and sacct: at one a second, the chain tests' waits were most of CI's ~1,000 CLI calls (about
+0.4 CPU-s each on the loaded 2-core machine; issue 25)."""
+
+
 def wait_chain_line(jobkit: Jobkit, wanted: str, cwd: Path, timeout: float = 480.0) -> str:
     """`jobkit status` until its chain line reads `wanted`; the whole output then."""
     deadline = time.monotonic() + timeout
@@ -62,7 +68,7 @@ def wait_chain_line(jobkit: Jobkit, wanted: str, cwd: Path, timeout: float = 480
         text = done.stdout + done.stderr
         if wanted in text:
             return text
-        time.sleep(1.0)
+        time.sleep(POLL_S)
     raise AssertionError(f"no {wanted!r} after {timeout} s:\n{text}")
 
 

@@ -576,7 +576,7 @@ def test_a_container_job_runs_its_code_snapshot(
     assert done.returncode == 0 and "not frozen" not in done.stderr, done.stderr
     job = str(json.loads(done.stdout)["jobkit_id"])
     (sub / "prog.py").write_text('print("code v2: edited after the submit")\n')
-    record = jobkit.wait_state(job, {"SUCCEEDED", "FAILED", "CANCELLED"}, timeout=300, poll_s=1)
+    record = jobkit.wait_state(job, {"SUCCEEDED", "FAILED", "CANCELLED"}, timeout=300)
     shown = json.loads(jobkit.run("show", job, "--json").stdout)
     code_dir = shown["submit"]["code"]["code_dir"]
     output = (Path(record["log_paths"]["run_dir"]) / "node-0.out").read_text()

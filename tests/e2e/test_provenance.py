@@ -54,7 +54,7 @@ def _submit(jobkit: Jobkit, sub: Path, *sets: str) -> str:
 
 
 def _finished(jobkit: Jobkit, job: str, timeout: float = 600.0) -> dict[str, Any]:
-    record = jobkit.wait_state(job, FINAL, timeout=timeout, poll_s=1.0)
+    record = jobkit.wait_state(job, FINAL, timeout=timeout)
     assert record["state"] == "SUCCEEDED", record
     return record
 
@@ -177,7 +177,7 @@ def test_a_later_attempt_runs_the_runs_snapshot(jobkit: Jobkit, tmp_path: Path) 
     )
     _job_file(sub, "local")
     first = _submit(jobkit, sub)
-    assert jobkit.wait_state(first, FINAL, timeout=600, poll_s=1.0)["state"] == "FAILED"
+    assert jobkit.wait_state(first, FINAL, timeout=600)["state"] == "FAILED"
     (sub / "prog.py").write_text("print('edited code')\n")
     marker.touch()
     done = jobkit.run("retry", first, "--json", cwd=tmp_path)
@@ -185,7 +185,7 @@ def test_a_later_attempt_runs_the_runs_snapshot(jobkit: Jobkit, tmp_path: Path) 
     second = json.loads(done.stdout)["jobkit_id"]
     # Not its state: the local backend reads a later attempt's end from the wrong folder
     # (FAILED "launcher vanished" on main too); what it ran is the point here.
-    record = jobkit.wait_state(second, FINAL, timeout=600, poll_s=1.0)
+    record = jobkit.wait_state(second, FINAL, timeout=600)
     run_dir = Path(record["log_paths"]["run_dir"])
     assert (run_dir / "exit_code").read_text().splitlines()[0] == "0"
     out = (run_dir / "node-0.out").read_text()

@@ -56,7 +56,7 @@ def _runs_what_was_submitted(jobkit: Jobkit, sub: Path, job: str, release: list[
     code_dir = record["extra"]["code"]["code_dir"]
     assert f"JOBKIT_CODE_DIR={code_dir} JOBKIT_PROVENANCE=" in script, script
     subprocess.run([*release, record["scheduler_id"]], check=True, timeout=30, env=os.environ)
-    record = jobkit.wait_state(job, FINAL, timeout=600, poll_s=1.0)  # a shared queue
+    record = jobkit.wait_state(job, FINAL, timeout=600)  # a shared queue
     assert record["state"] == "SUCCEEDED", record
     out = (Path(record["log_paths"]["run_dir"]) / "node-0.out").read_text()
     assert "submitted version" in out and "edited after submit" not in out, out
