@@ -312,6 +312,11 @@ PrintMotd no
 MaxStartups 100:30:200
 MaxSessions 100
 AcceptEnv LANG LC_*
+# One OpenMP thread a process in every session, as .ci/run sets for its own processes (and
+# sbatch's --export=ALL passes on): a rank of a one-process-a-host ssh job otherwise runs
+# torch's two threads, which spin on these 2 shared cores (issue 25: 9.8 CPU-s a rank over
+# ssh against 4.5 on the host). jobkit's scripts are unchanged: a site's sshd may do the same.
+SetEnv OMP_NUM_THREADS=1
 Subsystem sftp internal-sftp
 EOF
 }
