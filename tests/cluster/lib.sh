@@ -256,14 +256,13 @@ AccountingStoragePort=${JK_DBD_PORT}
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=30
 JobCompType=jobcomp/none
-# Two two-CPU nodes on this host, told apart by port; /etc/hosts maps n1 n2 to 127.0.0.1.
-# Two CPUs each (issue 25): .ci/run's two Slurm lanes share these nodes, and with one CPU a
-# node a 2-node job of one lane held the whole cluster, so the other lane's jobs queued
-# behind it (2,238 s of queue wait over one CI run, the nodes 62 % used). Now a one-task-a-
-# node job of each lane runs at once. A test that needs a node to itself asks for it
-# (resources.exclusive / --exclusive: the preemption tests' preemptable jobs).
-NodeName=n1 NodeHostname=${host} NodeAddr=127.0.0.1 Port=$(jk_slurmd_port n1) CPUs=2 RealMemory=4000 State=UNKNOWN
-NodeName=n2 NodeHostname=${host} NodeAddr=127.0.0.1 Port=$(jk_slurmd_port n2) CPUs=2 RealMemory=4000 State=UNKNOWN
+# Two one-CPU nodes on this host, told apart by port; /etc/hosts maps n1 n2 to 127.0.0.1.
+# One CPU each, on purpose: with two CPUs a node (tried in session 16, issue 25) the two CI
+# lanes' jobs ran side by side, the machine's 2 cores were busier still, the no-cluster shards
+# took ~400 s longer and the run was only 100 s shorter; and tests count on one CPU a node
+# (render/test_cpus.py's refused request, the preemption tests' urgent job).
+NodeName=n1 NodeHostname=${host} NodeAddr=127.0.0.1 Port=$(jk_slurmd_port n1) CPUs=1 RealMemory=4000 State=UNKNOWN
+NodeName=n2 NodeHostname=${host} NodeAddr=127.0.0.1 Port=$(jk_slurmd_port n2) CPUs=1 RealMemory=4000 State=UNKNOWN
 # Preemption by partition tier: only jobs of 'norequeue' can be preempted, and there the
 # scheduler cancels them (PreemptMode=CANCEL, no requeue): the site jobkit must resubmit for
 # (issue 16). A job in 'urgent' (higher tier) preempts them; 'debug' jobs are never preempted.

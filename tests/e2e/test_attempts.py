@@ -39,12 +39,7 @@ PACED = dict(
     logging__every_steps=5,
 )
 ONE_NODE = ["--set", "resources.nodes=1", *trainer_sets(train__steps=STEPS, **PACED)]
-# exclusive: the node to itself, so that the urgent job (one CPU on that node) can only start
-# by preempting it (tests/cluster/lib.sh: two CPUs a node).
-REFUSED = [
-    *("--set", "resources.partition=norequeue", "--set", "resources.exclusive=true"),
-    *("--set", 'scheduler.extra=["--no-requeue"]'),
-]
+REFUSED = ["--set", "resources.partition=norequeue", "--set", 'scheduler.extra=["--no-requeue"]']
 _RUN_ID = re.compile(r"run id: (\S+), attempt (\d+) \(JOBKIT_RUN_ID\)")
 
 

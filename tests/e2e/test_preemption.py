@@ -39,9 +39,7 @@ def _spec(folder: Path) -> Path:
     spec = folder / "preempted.yaml"
     spec.write_text(
         "name: preempted\nbackend: slurm\n"
-        # exclusive: the node to itself, so that the urgent job (one CPU on that node) can
-        # only start by preempting it (tests/cluster/lib.sh: two CPUs a node).
-        "resources:\n  nodes: 1\n  partition: norequeue\n  time: '00:10:00'\n  exclusive: true\n"
+        "resources:\n  nodes: 1\n  partition: norequeue\n  time: '00:10:00'\n"
         "scheduler:\n  requeue: true\n"
         "launch:\n  launcher: torchrun\n  nproc_per_node: 1\n"
         f"run:\n  command: {json.dumps(['bash', '-c', PROGRAM])}\n"

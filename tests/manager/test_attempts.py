@@ -256,11 +256,7 @@ def test_preempted_job_is_resubmitted_by_watch(
     note = 'echo "$JOBKIT_ATTEMPT $JOBKIT_RUN_ID" >>"$JOBKIT_RUN_DIR/ids"'
     spec = _spec(tmp_path, f"{note}; trap '' TERM; [[ $JOBKIT_ATTEMPT != 1 ]] || sleep 300")
     text = spec.read_text().replace('  extra: ["--no-requeue"]\n', "")
-    # exclusive: the node to itself, so that the urgent job (one CPU on that node) can only
-    # start by preempting it (tests/cluster/lib.sh: two CPUs a node).
-    spec.write_text(
-        text + "resources:\n  partition: norequeue\n  exclusive: true\n", encoding="utf-8"
-    )
+    spec.write_text(text + "resources:\n  partition: norequeue\n", encoding="utf-8")
     submitted = jobkit("submit", str(spec))
     assert submitted.code == 0, submitted.err
     first_id = submitted.out.split()[1]
