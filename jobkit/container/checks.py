@@ -47,7 +47,7 @@ def check_container(spec: JobSpec) -> None:
         )
 
 
-PODMAN_TASK_OPTIONS = ("--pid", "--sig-proxy", "--pidfile")
+PODMAN_TASK_OPTIONS = ("--pid", "--sig-proxy", "--pidfile", "--cidfile")
 """podman run options that jobkit's task sets itself (docs/containers.md "How a Podman job
 stops"): another value would leave the container running after its job, or signal the
 wrong process."""

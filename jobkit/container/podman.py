@@ -46,7 +46,7 @@ SCRIPTS = (
 job stops"): the shell variables that hold them, and their templates."""
 TASK = ["sh", "-c", '"$jobkit_podman_task"', "jobkit-podman"]
 TASK_OPTIONS = "@jobkit-task"
-"""Where the task puts the run options it owns (--sig-proxy=false, --pidfile...)."""
+"""Where the task puts the run options it owns (--sig-proxy=false, --pidfile, --cidfile...)."""
 INSIDE = ["sh", "-c", '"$jobkit_podman_inside"', "jobkit-inside"]
 
 

@@ -51,6 +51,6 @@ class Container(StrictModel):
         default_factory=empty_list,
         description="Words for the runtime's run command, each entry split like a shell and"
         " every word quoted: site facts such as podman's `--runtime runc` (a global option,"
-        " placed before `run`) or `--ulimit nofile=1024:1024`. podman's --pid, --sig-proxy"
-        " and --pidfile are jobkit's (how the job stops) and refused.",
+        " placed before `run`) or `--ulimit nofile=1024:1024`. podman's --pid, --sig-proxy,"
+        " --pidfile and --cidfile are jobkit's (how the job stops) and refused.",
     )

@@ -8,19 +8,50 @@
 # and exits with the exit code of the program (128+N for signal N when none was recorded).
 # Arguments: the podman command line, with @jobkit-task where its run options go.
 # Its folder, in the run folder (mounted inside): the pid of the container (init), the pid of
-# the program (program) and its exit code (exit).
+# the program (program), its exit code (exit) and the id of the container (cid: a container that a
+# signal to podman left created but never started is removed at the end; --rm never runs then).
 dir=$(mktemp -d "${JOBKIT_RUN_DIR:?}/.podman-task.XXXXXX") || exit 125
 count=$#
+before=""
 while [ "$count" -gt 0 ]; do
   word=$1
   shift
   count=$((count - 1))
-  if [ "$word" = @jobkit-task ]; then
-    set -- "$@" --sig-proxy=false --pidfile "$dir/init" --env JOBKIT_TASK_DIR --env JOBKIT_TASK_PID
+  if [ "$word" = @jobkit-task ] && [ -z "$before" ]; then
+    before=$(($# - count))
+    set -- "$@" --sig-proxy=false --pidfile "$dir/init" --cidfile "$dir/cid" \
+      --env JOBKIT_TASK_DIR --env JOBKIT_TASK_PID
   else
     set -- "$@" "$word"
   fi
 done
+words=$#
+# with_podman COMMAND-LINE... WORDS...: `podman GLOBAL WORDS...`, podman and its global
+# options being the words of the command line before `run`.
+with_podman() {
+  total=$#
+  index=0
+  while [ "$index" -lt "$total" ]; do
+    index=$((index + 1))
+    word=$1
+    shift
+    if [ "$index" -lt "${before:-1}" ] || [ "$index" -gt "$words" ]; then
+      set -- "$@" "$word"
+    fi
+  done
+  "$@"
+}
+# never_started COMMAND-LINE...: podman created the container but will never start it (podman
+# run was stopped in between: the container stays created, and no --rm or conmon removes it).
+never_started() {
+  [ ! -s "$dir/program" ] && [ -s "$dir/cid" ] && [ -n "$before" ] || return 1
+  status="{"
+  status="$status{.State.Status}}"
+  state=$(with_podman "$@" container inspect --format "$status" "$(cat "$dir/cid")" \
+    2>/dev/null) || return 1
+  case $state in configured | created | initialized) return 0 ;; esac
+  return 1
+}
 JOBKIT_TASK_DIR=$dir
 JOBKIT_TASK_PID=$$
 export JOBKIT_TASK_DIR JOBKIT_TASK_PID
@@ -81,13 +112,21 @@ if [ -n "$init" ]; then
   since=$(proc_field "$init" 20)
   while [ -n "$since" ] && [ "$(proc_field "$init" 20)" = "$since" ]; do
     [ -z "$pending" ] || pass "$pending"
+    ! never_started "$@" || break
     sleep 1
   done
 fi
+client_rc=$rc
 if [ -s "$dir/exit" ]; then
   rc=$(cat "$dir/exit")
 elif [ -n "$signalled" ]; then
   rc=$((128 + signalled))
+fi
+# After a signal, or a podman run that did not end by itself (the errors of podman are 125 to
+# 127, a signal 128+N): a container still there (never started, or not removed) is removed.
+if [ -s "$dir/cid" ] && [ -n "$before" ] && { [ -n "$signalled" ] || [ "$client_rc" -ge 125 ]; } &&
+  with_podman "$@" container exists "$(cat "$dir/cid")"; then
+  with_podman "$@" rm --force --ignore "$(cat "$dir/cid")" >/dev/null 2>&1 || true
 fi
 rm -rf -- "$dir"
 exit "$rc"

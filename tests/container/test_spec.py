@@ -63,10 +63,12 @@ def test_charliecloud_has_no_read_only_bind(tmp_path: Path) -> None:
     ), shown
 
 
-@pytest.mark.parametrize("option", ["--pid private", "--pid=private", "--sig-proxy=true"])
+@pytest.mark.parametrize(
+    "option", ["--pid private", "--pid=private", "--sig-proxy=true", "--cidfile /tmp/c"]
+)
 def test_podman_options_that_change_how_it_stops_are_refused(tmp_path: Path, option: str) -> None:
-    """--pid, --sig-proxy and --pidfile are the task's (docs/containers.md "How a Podman job
-    stops"); the runtime's other options pass (--ulimit here)."""
+    """--pid, --sig-proxy, --pidfile and --cidfile are the task's (docs/containers.md "How a
+    Podman job stops"); the runtime's other options pass (--ulimit here)."""
     body = (
         "container:\n  image: localhost/t\n  runtime: podman\n"
         f"  options:\n    - --ulimit nofile=1024:1024\n    - {option}\n"

@@ -227,14 +227,16 @@ def test_cancel_leaves_no_container(jobkit: Jobkit, podman_image: str, tmp_path:
     assert any("(preempted by SIGTERM)" in log for log in logs), logs
 
 
-def _podman_task(run_dir: Path, program: str) -> subprocess.Popen[str]:
+def _podman_task(
+    run_dir: Path, program: str, site: list[str] = PODMAN_SITE
+) -> subprocess.Popen[str]:
     """jobkit's Podman task (templates/common/podman-task.sh) running PROGRAM (sh code) in
     the test image, as the rendered scripts start it: their prefix, their two scripts."""
     given = Inputs(
         container=Container(image=PODMAN_IMAGE, runtime="podman"),
         mounts=[BindMount(shlex.quote(str(run_dir)), shlex.quote(str(run_dir)))],
         inside_env=[],
-        option_words=shlex.split(" ".join(PODMAN_SITE)),
+        option_words=shlex.split(" ".join(site)),
     )
     scripts = "".join(
         f"{name}={shlex.quote((templates_dir() / source).read_text())}\n"
@@ -368,6 +370,49 @@ def test_a_sigterm_before_the_program_started_reaches_it(
         # The program's trap ran (7); or it never started, or had not set its trap (143).
         assert task.returncode == (7 if trapped else 143), (task.returncode, trapped)
     runs.wait_for(lambda: not _containers_of(tmp_path), timeout=60, what="no container left")
+
+
+SLOW_RUNC = """\
+#!/bin/sh
+# runc, but `runc create` waits until {gate} exists, after telling {creating}.
+for word; do
+  if [ "$word" = create ]; then
+    : >{creating}
+    while [ ! -e {gate} ]; do sleep 0.05; done
+    break
+  fi
+done
+exec runc "$@"
+"""
+
+
+def test_a_podman_run_stopped_while_it_creates_leaves_no_container(
+    podman_image: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """SIGTERM to the task and podman (a scheduler's sweep) while podman run is creating the
+    container: podman has it in its store, created, and stops before it starts it, so --rm
+    never runs and no conmon is there to remove it. The task removes it at its end (podman
+    GLOBAL rm --force, the container's id from --cidfile). The moment is made certain with a
+    runtime that holds `runc create` until the sweep is done (found in CI, where the load made
+    it happen now and then)."""
+    tools = tmp_path_factory.mktemp("slow-runc")
+    creating, gate = tools / "creating", tools / "gate"
+    runtime = tools / "runc"
+    runtime.write_text(
+        SLOW_RUNC.format(creating=shlex.quote(str(creating)), gate=shlex.quote(str(gate)))
+    )
+    runtime.chmod(0o755)
+    site = [f"--runtime {shlex.quote(str(runtime))}", *PODMAN_SITE[1:]]
+    task = _podman_task(tmp_path, STARTED_AND_TRAPPED.format(then="exit 7"), site)
+    try:
+        runs.wait_for(creating.exists, timeout=60, what="runc create", poll_s=0.05)
+        _sweep(task.pid, signal.SIGTERM)
+    finally:
+        gate.touch()
+    task.communicate(timeout=60)
+    assert task.returncode == 143 and not (tmp_path / "started").exists(), task.returncode
+    runs.wait_for(lambda: not _containers_of(tmp_path), timeout=60, what="no container left")
+    assert sorted(os.listdir(tmp_path)) == []
 
 
 def test_a_killed_podman_task_takes_its_container_with_it(
