@@ -11,6 +11,7 @@ pytest_plugins = [
     "tests.plugins.sge",
     "tests.plugins.invoke",
     "tests.plugins.groups",
+    "tests.plugins.cpu",
 ]
 
 

@@ -204,3 +204,40 @@ def test_an_unlisted_cluster_test_weighs_as_the_median_listed_one() -> None:
     kept = [[i.nodeid for i in shard_items(items, s, 2, seconds)[0]] for s in range(2)]
     # weights a 100, b 60, new1 60, new2 60 (the median), c 40, unit 0.2: 160.2 and 160
     assert kept == [["a.py::t", "new2.py::t", "unit.py::t"], ["b.py::t", "c.py::t", "new1.py::t"]]
+
+
+def test_slowest_lists_the_tests_that_used_the_most_cpu(tmp_path: Path) -> None:
+    """A real pytest run with tests/plugins/cpu.py: a test that burns CPU in a child process
+    it waits for gets about that much in its `cpu_s` property, and .ci/slowest.py lists it
+    first, with the total."""
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["tests.plugins.cpu"]\n')
+    (tmp_path / "test_burn.py").write_text(
+        "import subprocess, sys\n"
+        "BURN = 'import time\\nt = time.process_time()\\n'\n"
+        "BURN += 'while time.process_time() - t < 1.5: pass'\n"
+        "def test_burns():\n"
+        "    subprocess.run([sys.executable, '-c', BURN], check=True)\n"
+        "def test_idle():\n"
+        "    pass\n"
+    )
+    report = tmp_path / "report.xml"
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    done = subprocess.run(
+        [sys.executable, str(REPO / ".ci" / "slowest.py"), "1", str(report)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    cpu_at = next(i for i, line in enumerate(lines) if line.lstrip().startswith("CPU-s"))
+    seconds, test = lines[cpu_at + 1].split()
+    assert test == "test_burn::test_burns" and 1.4 <= float(seconds) <= 3.0, lines
+    assert len(lines) == cpu_at + 2, lines
