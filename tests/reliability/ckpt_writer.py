@@ -3,7 +3,8 @@
     start DIR KEEP   fork a writer: it resumes from DIR's newest valid checkpoint (as the
                      trainer does: stale temp files removed, find_latest_valid), then saves
                      a checkpoint per step with train/resume/checkpoint.py (save_atomic, then
-                     prune to KEEP) for ever, appending each saved step to DIR/progress.
+                     prune to KEEP) for ever, appending each saved step to DIR/progress
+                     (first the step it resumed from, which is saved).
                      Prints the writer's pid.
     reap PID         wait for a killed writer; prints its wait status.
     check DIR        prints JSON: every checkpoint file and whether it loads with the right
@@ -62,6 +63,11 @@ def write_forever(folder: Path, keep: int) -> None:
         ckpt.prune(folder, keep, up_to_step=int(found[1]["step"]))
     step = int(found[1]["step"]) + 1 if found else 0
     progress = os.open(folder / "progress", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    if found:
+        # The step it resumes from is saved too: the writer before may have been killed after
+        # saving it and before reporting it. Unreported, a kill after this writer's first save
+        # found the newest checkpoint two steps past the last one reported (seen in CI).
+        os.write(progress, f"{step - 1}\n".encode())
     while True:
         ckpt.save_atomic(state_for(step), ckpt.checkpoint_path(folder, step))
         os.write(progress, f"{step}\n".encode())
