@@ -44,6 +44,8 @@ class Process:
     cpu_s: float
     pid: int
     ppid: int
+    ended: float = 0.0
+    """When it ended (seconds since the epoch: its start, whole seconds, plus its elapsed time)."""
 
 
 def comp_t(value: int) -> int:
@@ -61,7 +63,8 @@ def read(path: Path) -> list[Process]:
             continue
         cpu = (comp_t(fields[10]) + comp_t(fields[11])) / TICKS
         comm = fields[-1].split(b"\0", 1)[0].decode("ascii", "replace")
-        records.append(Process(comm, cpu, fields[6], fields[7]))
+        ended = fields[8] + fields[9] / TICKS  # btime (s) + etime (ticks, as a float)
+        records.append(Process(comm, cpu, fields[6], fields[7], ended))
     return records
 
 
