@@ -224,9 +224,12 @@ def test_batch_shell_receives_the_preemption_signal_before_the_time_limit(
 
 
 CHECKPOINT_JOB = """#!/bin/bash
-# Two workers, each saving a checkpoint on SIGTERM: one needs 2 s, the other 30 s.
+# Two workers, each saving a checkpoint on SIGTERM: one needs 2 s, the other 30 s. The save
+# is written only when its sleep ran to the end: Slurm's SIGKILL (proctrack/linuxproc) reaches
+# the sleep and its shell one after the other, and a shell between the two wrote "saved"
+# 10 s into a 30 s save (CI).
 worker() {
-  trap "echo \\$SECONDS > term-$1; sleep $2; echo saved > checkpoint-$1; exit 0" TERM
+  trap "echo \\$SECONDS > term-$1; sleep $2 && echo saved > checkpoint-$1; exit 0" TERM
   touch "started-$1"
   while :; do sleep 1; done
 }
