@@ -27,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cpu import ancestors, read, where
+from slowest import test_cpu
 
 SLACK_S = 2.0
 """A process that ended this long after a test's end still counts for it (clean-up)."""
@@ -71,14 +72,11 @@ def spans(report: Path) -> list[Span]:
 
 
 def own_figures(reports: list[Path]) -> Counter[str]:
-    """Test -> its `cpu_s` property."""
+    """Test -> its `cpu_s` property (.ci/slowest.py reads it)."""
     found: Counter[str] = Counter()
     for report in reports:
-        for case in _root(report).iter("testcase"):
-            for prop in case.iter("property"):
-                if prop.get("name") == "cpu_s":
-                    test = f"{case.get('classname', '?')}::{case.get('name', '?')}"
-                    found[test] += float(prop.get("value") or 0)
+        for seconds, test in test_cpu(report):
+            found[test] += seconds
     return found
 
 
