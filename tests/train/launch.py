@@ -1,4 +1,10 @@
-"""Start the trainer as a user would: `python -m train` alone or under torchrun."""
+"""Start the trainer as a user would: `python -m train` alone or under torchrun.
+
+A run alone, and the ranks of a run that is not about torchrun (`ranks=N`: the trainer's
+`env` launch), are forked from the test's process with torch already imported (tests/train/
+warm.py: the same `python -m train` from its first line, without paying torch's import
+again); `nproc=N` runs N ranks under the real torchrun, and `fresh=True` a fresh process.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.train import warm
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -136,13 +144,24 @@ class Launcher:
         nproc: int = 0,
         extra: list[str] | None = None,
         env: dict[str, str] | None = None,
-    ) -> tuple[subprocess.Popen[str], Path]:
-        """Start without waiting; nproc 0 means plain `python -m train` (no torchrun)."""
+        fresh: bool = False,
+        ranks: int = 0,
+    ) -> tuple[subprocess.Popen[str] | warm.Forked, Path]:
+        """Start without waiting. nproc N: N ranks under torchrun; ranks N: N forked ranks
+        (`env` launch); neither: one `python -m train`, forked unless `fresh`."""
         run_dir = self.run_dir(name)
+        argv = self.argv(config, overrides, nproc, extra or [])
+        environ = clean_env(JOBKIT_RUN_DIR=str(run_dir), **(env or {}))
+        if ranks and nproc:
+            raise ValueError("ranks (forked, env launch) and nproc (torchrun) exclude each other")
+        if ranks:
+            return warm.start_ranks(argv[3:], environ, self.root, ranks), run_dir
+        if nproc == 0 and not fresh:
+            return warm.start(argv[3:], environ, self.root), run_dir
         process = subprocess.Popen(
-            self.argv(config, overrides, nproc, extra or []),
+            argv,
             cwd=self.root,
-            env=clean_env(JOBKIT_RUN_DIR=str(run_dir), **(env or {})),
+            env=environ,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -159,9 +178,11 @@ class Launcher:
         extra: list[str] | None = None,
         env: dict[str, str] | None = None,
         timeout: float = 180,
+        fresh: bool = False,
+        ranks: int = 0,
     ) -> Result:
         """Run to the end and return what it printed."""
-        process, run_dir = self.start(name, config, overrides, nproc, extra, env)
+        process, run_dir = self.start(name, config, overrides, nproc, extra, env, fresh, ranks)
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         finally:

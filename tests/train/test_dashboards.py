@@ -30,7 +30,7 @@ def test_tensorboard_scalars_equal_the_metrics_records(launcher: Launcher) -> No
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     overrides = (*SMALL_MLP, "train.steps=6", "logging.tensorboard=true", "amp.dtype=fp16")
-    result = launcher.run("tb", "mlp", overrides, nproc=2)
+    result = launcher.run("tb", "mlp", overrides, ranks=2)
     assert result.returncode == 0, result.explain()
     records = read_metrics(result.run_dir)
     assert [r["step"] for r in records] == list(range(1, 7))

@@ -18,8 +18,8 @@ def test_two_ranks_of_b_equal_one_rank_of_2b(launcher: Launcher) -> None:
         "optim.lr_scaling=none",
         "checkpoint.every_steps=0",
     )
-    two = launcher.run("two", "mlp", (*common, "data.batch_size_per_rank=32"), nproc=2)
-    one = launcher.run("one", "mlp", (*common, "data.batch_size_per_rank=64"), nproc=1)
+    two = launcher.run("two", "mlp", (*common, "data.batch_size_per_rank=32"), ranks=2)
+    one = launcher.run("one", "mlp", (*common, "data.batch_size_per_rank=64"), ranks=1)
     assert two.returncode == 0, two.explain()
     assert one.returncode == 0, one.explain()
     assert "= 64 samples per optimizer step (global)" in two.stdout

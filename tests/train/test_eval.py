@@ -120,7 +120,7 @@ def test_eval_equals_a_hand_computation_on_two_ranks(launcher: Launcher, tmp_pat
     metrics are the whole set's; best.pt holds the best evaluation's model."""
     config = tmp_path / "plug.yaml"
     config.write_text(PLUGIN_CONFIG)
-    run = launcher.run("plug", str(config), nproc=2, env={"PYTHONPATH": str(REPO_ROOT)})
+    run = launcher.run("plug", str(config), ranks=2, env={"PYTHONPATH": str(REPO_ROOT)})
     assert run.returncode == 0, run.explain()
     assert (
         "eval: every 2 steps and after the last step, on 7 validation samples (4 on this rank"
@@ -193,11 +193,11 @@ def test_resume_is_still_bit_exact_with_eval_and_keep_best(launcher: Launcher) -
         "eval.batches=2",
         "checkpoint.keep_best=val_loss",
     )
-    whole = launcher.run("whole", "tiny-lm", overrides, nproc=2)
+    whole = launcher.run("whole", "tiny-lm", overrides, ranks=2)
     assert whole.returncode == 0, whole.explain()
-    first = launcher.run("split", "tiny-lm", (*overrides, "train.stop_after_step=5"), nproc=2)
+    first = launcher.run("split", "tiny-lm", (*overrides, "train.stop_after_step=5"), ranks=2)
     assert "stopped after step 5" in first.stdout, first.explain()
-    second = launcher.run("split", "tiny-lm", overrides, nproc=2)
+    second = launcher.run("split", "tiny-lm", overrides, ranks=2)
     assert second.returncode == 0, second.explain()
 
     assert second.final_loss == whole.final_loss != ""

@@ -169,7 +169,7 @@ def test_a_run_by_epochs_logs_its_length_and_evaluates_each_epoch(
         "logging.every_steps=100",
         "checkpoint.every_steps=0",
     )
-    run = launcher.run(f"epochs{ranks}", "mlp", overrides, nproc=nproc)
+    run = launcher.run(f"epochs{ranks}", "mlp", overrides, ranks=nproc)
     assert run.returncode == 0, run.explain()
     left_out = 900 - (steps // 2) * 64 * ranks
     assert (

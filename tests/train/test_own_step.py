@@ -72,14 +72,14 @@ def test_plugin_step_trains_and_resumes_bit_exact_on_two_ranks(launcher: Launche
         f"train.step={PLUGINS}:make_two_view_step",
         "train.step_args={noise: 0.5}",
     )
-    whole = launcher.run("whole", "mlp", overrides, nproc=2)
+    whole = launcher.run("whole", "mlp", overrides, ranks=2)
     assert whole.returncode == 0, whole.explain()
     assert_loss_falls(whole.losses())
     evals = [line for line in whole.stdout.splitlines() if line.startswith("eval step")]
     assert len(evals) == 4 and "val_loss" in evals[0] and "val_acc" not in evals[0]
-    first = launcher.run("split", "mlp", (*overrides, "train.stop_after_step=8"), nproc=2)
+    first = launcher.run("split", "mlp", (*overrides, "train.stop_after_step=8"), ranks=2)
     assert "stopped after step 8 (train.stop_after_step): exiting with 75" in first.stdout
-    second = launcher.run("split", "mlp", overrides, nproc=2)
+    second = launcher.run("split", "mlp", overrides, ranks=2)
     assert second.returncode == 0, second.explain()
     assert RESUMED.findall(second.stdout) == ["8"]
     assert second.losses() == whole.losses()[8:]

@@ -40,17 +40,17 @@ def assert_same_tensors(left: object, right: object, where: str = "") -> None:
 def test_interrupted_and_resumed_equals_uninterrupted(launcher: Launcher) -> None:
     """2 ranks, dropout, gradient accumulation: stop at step 5 of 10, resume, compare bits."""
     overrides = (*TINY_LM, "train.steps=10", "train.grad_accum_steps=2", "checkpoint.every_steps=0")
-    whole = launcher.run("whole", "tiny-lm", overrides, nproc=2)
+    whole = launcher.run("whole", "tiny-lm", overrides, ranks=2)
     assert whole.returncode == 0, whole.explain()
 
-    first = launcher.run("split", "tiny-lm", (*overrides, "train.stop_after_step=5"), nproc=2)
+    first = launcher.run("split", "tiny-lm", (*overrides, "train.stop_after_step=5"), ranks=2)
     assert "stopped after step 5 (train.stop_after_step): exiting with 75 (requeue)" in first.stdout
     assert (first.run_dir / "requeue-requested").read_text() == "step 5 train.stop_after_step\n"
     assert [s for s, _ in list_checkpoints(first.run_dir / "checkpoints")] == [5]
     for rank in (0, 1):
         assert "exiting with 75" in first.rank_log(rank)
 
-    second = launcher.run("split", "tiny-lm", overrides, nproc=2)
+    second = launcher.run("split", "tiny-lm", overrides, ranks=2)
     assert second.returncode == 0, second.explain()
     assert RESUMED.findall(second.stdout) == ["5"]
     assert not (second.run_dir / "requeue-requested").exists()  # a finished run clears it
@@ -265,9 +265,9 @@ def test_a_fresh_run_refuses_a_folder_with_newer_checkpoints(launcher: Launcher)
 
 def test_resume_on_another_world_size_maps_the_data_position(launcher: Launcher) -> None:
     overrides = (*SMALL_MLP, "train.steps=8", "data.batch_size_per_rank=16")
-    first = launcher.run("grow", "mlp", (*overrides, "train.stop_after_step=4"), nproc=1)
+    first = launcher.run("grow", "mlp", (*overrides, "train.stop_after_step=4"), ranks=1)
     assert "stopped after step 4" in first.stdout, first.explain()
-    second = launcher.run("grow", "mlp", overrides, nproc=2)
+    second = launcher.run("grow", "mlp", overrides, ranks=2)
     assert second.returncode == 0, second.explain()
     assert (
         "warning: checkpoint was written by 1 ranks x batch 16, this run has 2 x 16: data"

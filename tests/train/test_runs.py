@@ -63,6 +63,31 @@ def test_two_ranks_under_torchrun(launcher: Launcher) -> None:
     assert not torch.equal(final["rng"][0]["torch"], final["rng"][1]["torch"])
 
 
+def test_forked_runs_train_exactly_as_fresh_processes_and_torchrun(launcher: Launcher) -> None:
+    """The trainer's other tests fork their runs from this process (tests/train/warm.py):
+    one process, and 2 ranks of the `env` launch under a small supervisor. Both must train
+    bit for bit as a fresh `python -m train` and 2 ranks under torchrun do."""
+    overrides = (*SMALL_MLP, "train.steps=6", "checkpoint.every_steps=0")
+    fresh = launcher.run("fresh", "mlp", overrides, fresh=True)
+    forked = launcher.run("forked", "mlp", overrides)
+    for result in (fresh, forked):
+        assert result.returncode == 0, result.explain()
+    assert forked.losses() == fresh.losses() and len(fresh.losses()) == 6
+    assert forked.final_loss == fresh.final_loss != ""
+    assert "launch: launcher=single rank=0 local_rank=0 world_size=1" in forked.stdout
+
+    torchrun = launcher.run("torchrun", "mlp", overrides, nproc=2)
+    ranks = launcher.run("ranks", "mlp", overrides, ranks=2)
+    for result in (torchrun, ranks):
+        assert result.returncode == 0, result.explain()
+    assert ranks.losses() == torchrun.losses() and len(torchrun.losses()) == 6
+    assert ranks.final_loss == torchrun.final_loss != ""
+    for rank in (0, 1):
+        assert f"launch: launcher=env rank={rank} local_rank={rank} world_size=2" in (
+            ranks.rank_log(rank)
+        )
+
+
 def test_global_batch_size_and_accumulation(launcher: Launcher) -> None:
     overrides = (
         *SMALL_MLP,
@@ -71,7 +96,7 @@ def test_global_batch_size_and_accumulation(launcher: Launcher) -> None:
         "train.grad_accum_steps=2",
         "train.steps=12",
     )
-    result = launcher.run("accum", "mlp", overrides, nproc=2)
+    result = launcher.run("accum", "mlp", overrides, ranks=2)
     assert result.returncode == 0, result.explain()
     assert (
         "batch: 16 per rank x 2 ranks x 2 accumulation steps = 64 samples per optimizer step"
