@@ -59,10 +59,10 @@ def versions(python: Path, torchx: str | None) -> dict[str, str | None]:
     """Versions of python, torch, jobkit (in the project venv), Slurm and torchx."""
     return {
         "python": _python_says(python, "import platform; print(platform.python_version())"),
+        # Its installed version, as torch.__version__ says it (e.g. 2.13.0+cpu), without the
+        # seconds of importing torch.
         "torch": _python_says(
-            python,
-            "import warnings; warnings.simplefilter('ignore'); import torch;"
-            " print(torch.__version__)",
+            python, "from importlib.metadata import version; print(version('torch'))"
         ),
         "jobkit": _python_says(
             python, "from importlib.metadata import version; print(version('jobkit'))"

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
+
+# One torch thread per process, as .ci/run exports for everything it starts (the jobs inherit
+# it: sbatch, the local backend; the test sshd sets it for ssh sessions). The two test nodes
+# share two cores: a rank alone on its node would otherwise spin torch's two threads against
+# every other process (about 3x the CPU for a tiny model, and paced steps run late).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 pytest_plugins = [
     "tests.plugins.cluster",

@@ -8,16 +8,25 @@ Both run under `torchrun --standalone` on this machine with 2 gloo ranks, the sa
 Throughput is what each prints: `trained N steps in X s` over the same span (first to last
 step; set-up and the final checkpoint excluded). OMP_NUM_THREADS=1 for every run, so a rank
 is one core whatever the number of ranks.
+
+--smoke (tests/bench) runs 2 steps (a checkpoint after the first), 1 round, no warm-up, and
+3 torchruns instead of 6 (SMOKE_SHARED): contenders that differ only in an argument's value
+share one run. plain fp32 and plain bf16 are one plain bf16 run; trainer fp32, trainer bf16 and
+trainer fp32 ckpt/1 are one trainer bf16 run that checkpoints every step (2 ranks each);
+trainer fp32 on 1 rank runs as itself. So every kind of run (plain loop, trainer, autocast,
+1 rank, 2 ranks, checkpointing) and all the figures' code still run; the smoke's figures mean
+nothing (a ratio of two contenders that share a run is 1).
 """
 
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from bench.case import CaseResult, Context, target
-from bench.measure import clean, interleave, paired_ratios, ratio, stats
+from bench.measure import Runner, clean, interleave, paired_ratios, ratio, stats
 from bench.procs import BenchError, run_timed
 
 NAME = "trainer"
@@ -154,24 +163,74 @@ def torchrun(ctx: Context, nproc: int, args: list[str], timeout: float = 600.0) 
     return steps / seconds
 
 
+Run = tuple[int, list[str]]
+"""One torchrun: its number of ranks (--nproc-per-node) and the program's arguments."""
+
+SMOKE_SHARED = {
+    "plain fp32": "plain bf16",
+    "trainer fp32": "trainer bf16 ckpt",
+    "trainer bf16": "trainer bf16 ckpt",
+    "trainer fp32 ckpt": "trainer bf16 ckpt",
+}
+"""--smoke: contender (its name, less `/K`) -> the run it shares (see the module docstring)."""
+
+
+def smoke_runs(runs: dict[str, Run], repo: Path, steps: int, ckpt_every: int) -> dict[str, Run]:
+    """The contenders' runs under --smoke: each named in SMOKE_SHARED gets its shared run."""
+    shared: dict[str, Run] = {
+        "plain bf16": (2, plain_args(repo, steps, "bf16")),
+        "trainer bf16 ckpt": (2, trainer_args(steps, "bf16", ckpt_every)),
+    }
+    found: dict[str, Run] = {}
+    for name, run in runs.items():
+        key = name.split("/")[0]  # "trainer fp32 ckpt/K" -> "trainer fp32 ckpt"
+        found[name] = shared[SMOKE_SHARED[key]] if key in SMOKE_SHARED else run
+    return found
+
+
+def runners(ctx: Context, runs: dict[str, Run]) -> dict[str, Runner]:
+    """A runner per contender. Contenders with the same run share it: in each round the first
+    of them (interleave runs the contenders in order) runs it, the others take its result."""
+    latest: dict[tuple[str, ...], dict[str, float]] = {}
+
+    def first(key: tuple[str, ...], nproc: int, args: list[str]) -> dict[str, float]:
+        latest[key] = {"steps_per_s": torchrun(ctx, nproc, args)}
+        return latest[key]
+
+    def again(key: tuple[str, ...]) -> dict[str, float]:
+        return latest[key]
+
+    found: dict[str, Runner] = {}
+    keys: set[tuple[str, ...]] = set()
+    for name, (nproc, args) in runs.items():
+        key = (str(nproc), *args)
+        found[name] = partial(again, key) if key in keys else partial(first, key, nproc, args)
+        keys.add(key)
+    return found
+
+
 def run(ctx: Context) -> CaseResult:
     """Measure the case; see the module docstring."""
     result = CaseResult(NAME, TITLE)
-    steps = 4 if ctx.smoke else 20 if ctx.quick else 150
-    ckpt_every = 2 if ctx.smoke else 10 if ctx.quick else CKPT_EVERY
+    steps = 2 if ctx.smoke else 20 if ctx.quick else 150
+    ckpt_every = 1 if ctx.smoke else 10 if ctx.quick else CKPT_EVERY
     repo = ctx.repo
-
-    def make(nproc: int, args: list[str]):  # type: ignore[no-untyped-def]
-        return lambda: {"steps_per_s": torchrun(ctx, nproc, args)}
-
-    contenders = {
-        "plain fp32": make(2, plain_args(repo, steps, "off")),
-        "trainer fp32": make(2, trainer_args(steps, "off", 0)),
-        "plain bf16": make(2, plain_args(repo, steps, "bf16")),
-        "trainer bf16": make(2, trainer_args(steps, "bf16", 0)),
-        "trainer fp32 1 rank": make(1, trainer_args(steps, "off", 0)),
-        f"trainer fp32 ckpt/{ckpt_every}": make(2, trainer_args(steps, "off", ckpt_every)),
+    runs: dict[str, Run] = {
+        "plain fp32": (2, plain_args(repo, steps, "off")),
+        "trainer fp32": (2, trainer_args(steps, "off", 0)),
+        "plain bf16": (2, plain_args(repo, steps, "bf16")),
+        "trainer bf16": (2, trainer_args(steps, "bf16", 0)),
+        "trainer fp32 1 rank": (1, trainer_args(steps, "off", 0)),
+        f"trainer fp32 ckpt/{ckpt_every}": (2, trainer_args(steps, "off", ckpt_every)),
     }
+    if ctx.smoke:
+        runs = smoke_runs(runs, repo, steps, ckpt_every)
+        result.notes.append(
+            "smoke: 3 runs for the 6 contenders: plain fp32 = plain bf16; trainer fp32 ="
+            f" trainer bf16 = trainer fp32 ckpt/{ckpt_every} (bf16, checkpointing every"
+            f" {ckpt_every} step(s))"
+        )
+    contenders = runners(ctx, runs)
     data = interleave(
         contenders,
         ctx.rounds,

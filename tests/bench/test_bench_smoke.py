@@ -1,5 +1,6 @@
-"""The bench command runs in its smallest mode (--smoke: --quick with the fewest rounds and
-steps that still go through every path of a case) and writes results that parse.
+"""The bench command runs in its smallest mode (--smoke: --quick with the fewest rounds,
+steps and runs that still go through every path of a case; the trainer case's contenders
+that differ only in an argument's value share a run) and writes results that parse.
 
 These tests check that every case runs and reports its figures; they never judge a timing
 (performance is measured by `python -m bench`, on purpose not asserted here).

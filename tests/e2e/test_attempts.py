@@ -11,6 +11,11 @@ one with JobRequeue=0 does, modelled here by `--no-requeue` in scheduler.extra (
 operation is presently disabled"). The job ends PREEMPTED (or FAILED with the script's
 `requeue-refused` note), and jobkit resubmits. Training is paced by tests/e2e/paced_data.py
 as in test_interruptions.py.
+
+The Slurm attempts run the trainer as one srun task and the local reference as the one process
+of launcher none: one process each, no torchrun agent (~3 CPU-s a run); the subject is the
+run's attempts, not torchrun. While a job queues, squeue is polled (tests/e2e/squeue_wait.py),
+not `jobkit status`.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from jobkit.registry.store import JobRecord, Store
-from tests.e2e import runs
+from tests.e2e import runs, squeue_wait
 from tests.e2e.cli import Jobkit, _submission, trainer_sets
 from tests.e2e.conftest import Figures
 
@@ -38,7 +43,13 @@ PACED = dict(
     checkpoint__every_steps=10,
     logging__every_steps=5,
 )
-ONE_NODE = ["--set", "resources.nodes=1", *trainer_sets(train__steps=STEPS, **PACED)]
+ONE_NODE = [
+    "--set",
+    "resources.nodes=1",
+    *trainer_sets(train__steps=STEPS, **PACED),
+]
+SLURM_LAUNCH = ["--set", "launch.launcher=srun"]
+LOCAL_LAUNCH = ["--set", "launch.launcher=none"]
 REFUSED = ["--set", "resources.partition=norequeue", "--set", 'scheduler.extra=["--no-requeue"]']
 _RUN_ID = re.compile(r"run id: (\S+), attempt (\d+) \(JOBKIT_RUN_ID\)")
 
@@ -58,13 +69,20 @@ def test_preempted_run_is_resubmitted_and_resumes(
     reference = Jobkit(home=tmp_path / "reference-home", logs_dir=tmp_path / "reference-logs")
     ref_output = tmp_path / "reference.out"
     ref = reference.start(
-        SPEC, "--backend", "local", "--ignore-unsupported", *ONE_NODE, output=ref_output
+        SPEC,
+        "--backend",
+        "local",
+        "--ignore-unsupported",
+        *LOCAL_LAUNCH,
+        *ONE_NODE,
+        output=ref_output,
     )
     urgent = ""
     try:
-        done = jobkit.run("submit", SPEC, *jobkit.common_sets(), *REFUSED, *ONE_NODE)
+        done = jobkit.run("submit", SPEC, *jobkit.common_sets(), *REFUSED, *SLURM_LAUNCH, *ONE_NODE)
         first = _submission(done.returncode, done.stdout, done.stderr, 0.0)
         assert first.returncode == 0, first.explain()
+        squeue_wait.while_in(first.scheduler_id, {"PENDING"}, QUEUE_WAIT_S, poll_s=1.0)
         record = jobkit.wait_state(first.jobkit_id, {"RUNNING"}, QUEUE_WAIT_S)
         run_dir = Path(record["log_paths"]["run_dir"])
         runs.wait_for(lambda: runs.last_step(run_dir) >= 30, 180, "attempt 1 at step 30")
@@ -93,6 +111,8 @@ def test_preempted_run_is_resubmitted_and_resumes(
         )
         assert any(said.match(line) for line in lines), lines
 
+        assert new.scheduler_id, new
+        squeue_wait.while_in(new.scheduler_id, {"PENDING", "RUNNING", "COMPLETING"}, 300, 2.0)
         final = jobkit.wait_state(new.jobkit_id, {"SUCCEEDED", "FAILED", "CANCELLED"}, 300)
         assert final["state"] == "SUCCEEDED", final
         assert final["log_paths"]["run_dir"] == str(run_dir)

@@ -6,6 +6,12 @@ The image is tests/cluster/image.sh's (Debian bookworm, python3, the pinned CPU 
 built once per CI run into $JOBKIT_TEST_IMAGES (default /var/lib/jobkit-cluster/images).
 Podman runs with this machine's site facts in container.options (runc, lowered rlimits:
 /work/shared/CONTAINERS-HERE.md), as a site profile would give them.
+
+CPU (issue 25): every job's ranks run one torch thread (ONE_THREAD); torchrun runs inside the
+image in the Slurm and local training tests, the cancel, the failing program and on Grid
+Engine; the retried run's ranks are srun tasks, and the ssh and PBS jobs start their one
+trainer per node themselves (launch.launcher none): no torchrun agent.
+Long waits poll the run folder in-process and `jobkit status` only now and then (_await).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import shlex
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +35,7 @@ from jobkit.container import podman
 from jobkit.container.spec import Container
 from jobkit.container.words import BindMount, Inputs, trainer_packages
 from jobkit.core.paths import templates_dir
+from jobkit.core.states import State
 from jobkit.provenance.image import listing_digest
 from tests.e2e import runs
 from tests.e2e.cli import JOBKIT, Jobkit, _submission, trainer_sets
@@ -39,6 +47,12 @@ PODMAN_IMAGE = "localhost/jobkit-torch:test"
 PODMAN_SITE = ["--runtime runc", "--ulimit nofile=1024:1024", "--ulimit nproc=4096:4096"]
 STEPS = 12
 TINY = trainer_sets(train__steps=STEPS, logging__every_steps=2, checkpoint__every_steps=6)
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+"""env.vars of every job: one torch thread a rank. torch's default, two threads on the two busy
+cores (no Slurm binding here), cost a rank of this tiny model ~0.4 CPU-s more a step; the
+thread count changes nothing these tests check."""
+STATUS_EVERY_S = 15.0
+"""_await's `jobkit status` interval."""
 
 
 def _missing(what: str) -> None:
@@ -72,13 +86,20 @@ def image() -> Path:
     return ROOTFS
 
 
-def _job(folder: Path, backend: str, container: dict[str, Any], nodes: int = 2) -> Path:
+def _job(
+    folder: Path,
+    backend: str,
+    container: dict[str, Any],
+    nodes: int = 2,
+    launcher: str = "torchrun",
+) -> Path:
     spec = {
         "name": f"ct-{container['runtime']}",
         "backend": backend,
         "resources": {"nodes": nodes, **({"partition": "debug"} if backend == "slurm" else {})},
-        "launch": {"launcher": "torchrun", "nproc_per_node": 1},
+        "launch": {"launcher": launcher, "nproc_per_node": 1},
         "container": container,
+        "env": {"vars": ONE_THREAD},
         "run": {"train": {"config": "tiny-lm"}},
     }
     path = folder / "job.yaml"
@@ -96,6 +117,26 @@ def _trained(jobkit: Jobkit, spec: Path, nodes: int) -> str:
     # Written inside the image, found outside it in the run folder.
     assert STEPS in runs.checkpoint_steps(run_dir)
     return sub.jobkit_id
+
+
+def _await(
+    jobkit: Jobkit, job: str, ready: Callable[[], object], timeout: float, what: str
+) -> None:
+    """Wait until `ready()` (what the job writes into its folders), polled in-process; `jobkit
+    status` only every STATUS_EVERY_S, so that a job that ended without it fails then. (A
+    `jobkit status` every 2 s, ~0.4 CPU-s each, through the queue waits cost tens of CPU-s.)"""
+    deadline = time.monotonic() + timeout
+    asked = time.monotonic()
+    while not ready():
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        if time.monotonic() - asked >= STATUS_EVERY_S:
+            record = jobkit.status(job)
+            # Ended: `ready()` now or never (it may have come true since it was asked).
+            if State(record["state"]).is_final:
+                assert ready(), (what, record)
+                return
+            asked = time.monotonic()
+        time.sleep(0.5)
 
 
 def _shown_image(jobkit: Jobkit, job: str) -> str:
@@ -194,8 +235,9 @@ def test_cancel_leaves_no_container(jobkit: Jobkit, podman_image: str, tmp_path:
     )
     assert started.wait(timeout=120) == 0, output.read_text()
     job, _ = jobkit.submitted(output)
-    run_dir = Path(jobkit.wait_state(job, {"RUNNING"}, timeout=600)["log_paths"]["run_dir"])
-    runs.wait_for(lambda: runs.metrics(run_dir), timeout=300, what="the first step")
+    run_dir = Path(jobkit.status(job)["log_paths"]["run_dir"])
+    # Queued (behind the other lanes' jobs), started, trained a step.
+    _await(jobkit, job, lambda: runs.metrics(run_dir), timeout=900, what="the first step")
     assert jobkit.run("cancel", job).returncode == 0
     jobkit.wait_state(job, {"CANCELLED"}, timeout=120)
 
@@ -452,9 +494,10 @@ def test_a_retried_podman_run_resumes_from_its_mounted_checkpoint_dir(
     """checkpoint.dir outside the run folder (in /tmp, which Podman does not share): jobkit
     mounts it (container/outputs.py), so the checkpoints of attempt 1, cancelled mid-run on
     two Slurm nodes, are on the host, and `jobkit retry`'s attempt 2 resumes from the newest
-    instead of starting again from step 0 in a fresh container's writable layer."""
+    instead of starting again from step 0 in a fresh container's writable layer. The ranks
+    are srun tasks, each in its container (no torchrun agent: the mount is the subject)."""
     container = {"image": podman_image, "runtime": "podman", "options": PODMAN_SITE}
-    spec = _job(tmp_path, "slurm", container)
+    spec = _job(tmp_path, "slurm", container, launcher="srun")
     # The paced dataset (tests/e2e/paced_data.py), imported from the submission folder.
     paced = (Path(__file__).parent / "paced_data.py").read_text()
     (tmp_path / "paced_data.py").write_text(paced)
@@ -471,9 +514,15 @@ def test_a_retried_podman_run_resumes_from_its_mounted_checkpoint_dir(
     done = jobkit.run("submit", str(spec), *jobkit.common_sets(venv=False), *sets, cwd=tmp_path)
     first = _submission(done.returncode, done.stdout, done.stderr, 0.0)
     assert first.returncode == 0, first.explain()
-    record = jobkit.wait_state(first.jobkit_id, {"RUNNING"}, timeout=600)
-    run_dir = Path(record["log_paths"]["run_dir"])
-    runs.wait_for(lambda: max(_checkpoints_in(checkpoints), default=0) >= 10, 300, "step 10")
+    run_dir = Path(jobkit.status(first.jobkit_id)["log_paths"]["run_dir"])
+    # Queued (behind the other lanes' jobs), started, trained to step 10.
+    _await(
+        jobkit,
+        first.jobkit_id,
+        lambda: max(_checkpoints_in(checkpoints), default=0) >= 10,
+        timeout=900,
+        what="step 10",
+    )
     assert jobkit.run("cancel", first.jobkit_id).returncode == 0
     jobkit.wait_state(first.jobkit_id, {"CANCELLED"}, timeout=120)
     saved = max(_checkpoints_in(checkpoints))
@@ -483,7 +532,14 @@ def test_a_retried_podman_run_resumes_from_its_mounted_checkpoint_dir(
     assert retried.returncode == 0, retried.stdout + retried.stderr
     second = json.loads(retried.stdout)
     assert second["attempt"] == 2, second
-    final = jobkit.wait_state(second["jobkit_id"], {"SUCCEEDED", "FAILED"}, timeout=600)
+    _await(
+        jobkit,
+        second["jobkit_id"],
+        lambda: steps in _checkpoints_in(checkpoints),
+        timeout=600,
+        what=f"attempt 2's step {steps}",
+    )
+    final = jobkit.wait_state(second["jobkit_id"], {"SUCCEEDED", "FAILED"}, timeout=120)
     assert final["state"] == "SUCCEEDED", final
     resumed = runs.resumed_steps(run_dir)
     assert len(resumed) == 1 and saved <= resumed[0] < steps, (saved, resumed)
@@ -553,12 +609,17 @@ def test_charliecloud_trains_on_the_ssh_pbs_and_sge_backends(
     """The node command these backends share (templates/common/nodes.sh.j2) inside
     Charliecloud: two ssh hosts (n1, n2), the Torque wrappers' qsub (one node), two Grid
     Engine hosts (qrsh -inherit); the bundled trainer's loss falls, checkpoint in the run
-    folder."""
+    folder. On ssh and PBS each node's one trainer is the node command itself (launch.launcher
+    none: the same container line, no torchrun agent; torchrun inside Charliecloud is the
+    Slurm and local tests'). Grid Engine keeps torchrun: without it the trainer reads
+    $PE_HOSTFILE, which is not mounted in the image ("cannot read PE_HOSTFILE=...")."""
     request.getfixturevalue(
         {"ssh": "ssh_hosts", "pbs": "pbs_cluster", "sge": "sge_cluster"}[backend]
     )
     nodes, keys = BACKEND_KEYS[backend]
-    spec = _job(tmp_path, backend, {"image": str(image), "runtime": "charliecloud"}, nodes)
+    container = {"image": str(image), "runtime": "charliecloud"}
+    launcher = "torchrun" if backend == "sge" else "none"
+    spec = _job(tmp_path, backend, container, nodes, launcher=launcher)
     data = {**yaml.safe_load(spec.read_text()), **keys}
     spec.write_text(yaml.safe_dump(data))
     _trained(jobkit, spec, nodes=nodes)

@@ -8,10 +8,20 @@ the machine is. Slurm holds a requeued job for its credential lifetime (Reason=B
 AuthInfo cred_expire=30 on the test cluster, 120 s by default) before it runs again: the
 requeue and time-limit checks share one test, whose two jobs overlap their waits (A's hold
 and B's first run).
+
+Only the killed-worker test is about torchrun (it restarts the workers): the requeue and
+time-limit jobs run their ranks as srun tasks (launch.launcher srun, no torchrun agent: ~3 CPU-s
+less per node and run; the signals reach the trainer straight from Slurm), and the node that
+goes down takes a job of one small sleeping process per node (its subject is Slurm's NODE_FAIL,
+not training). The torchrun path of the warning signal (SIGTERM to torchrun, passed on to the
+workers) is tests/render/test_cluster.py's test_warning_signal_reaches_workers_as_sigterm_and_
+requeues; the bundled trainer stopped by SIGTERM under torchrun on Slurm, test_containers.py's
+cancel test.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -29,6 +39,8 @@ from tests.e2e.conftest import Figures
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 SPEC = "examples/slurm-2node.yaml"
+SRUN = ["--set", "launch.launcher=srun"]
+"""One srun task per rank, no torchrun agent (the requeue and time-limit jobs)."""
 STEPS = 100
 B_STEPS = 300
 QUEUE_WAIT_S = 480  # a job may wait behind others before it trains (a shared cluster)
@@ -106,10 +118,12 @@ class Background:
             self.process.wait()
 
 
-def start_job(jobkit: Jobkit, tmp_path: Path, label: str, *options: str) -> Background:
-    """Submit SPEC with OPTIONS and --wait in the background; return once it is submitted."""
+def start_job(
+    jobkit: Jobkit, tmp_path: Path, label: str, *options: str, spec: str = SPEC
+) -> Background:
+    """Submit `spec` with OPTIONS and --wait in the background; return once it is submitted."""
     output = tmp_path / f"{label}.out"
-    process = jobkit.start(SPEC, *options, output=output)
+    process = jobkit.start(spec, *options, output=output)
     jobkit_id, scheduler_id = jobkit.submitted(output)
     run_dir = Path(jobkit.status(jobkit_id)["log_paths"]["run_dir"])
     return Background(process, output, jobkit_id, scheduler_id, run_dir)
@@ -138,14 +152,17 @@ def test_requeue_and_time_limit_preemption_resume_the_run(
     Slurm's two-minute hold of a requeued job is skipped (tests/e2e/requeue_hold.py): waiting
     it out proves nothing and held both nodes from every other test for minutes.
 
+    Both run their 2 ranks as srun tasks (launch.launcher srun).
+
     A: `scontrol requeue` while it trains: same id, requeue count 1, resumes from its last
     checkpoint, ends at STEPS with the same final loss as the uninterrupted reference.
-    B: --time=3 with USR2@60 and requeue on: the warning reaches the trainer, which
-    checkpoints and exits 75; the script requeues the job itself; the next run resumes and
-    finishes. B's steps are paced to outlast its first run's warning.
+    B: --time=3 with USR2@60 and requeue on: the warning reaches the trainer (scancel
+    --signal=USR2 to the step's tasks), which checkpoints and exits 75; the script requeues
+    the job itself; the next run resumes and finishes. B's steps are paced to outlast its
+    first run's warning.
     """
     started = time.monotonic()
-    a = start_job(jobkit, tmp_path, "a", *trainer_sets(train__steps=STEPS, **PACED))
+    a = start_job(jobkit, tmp_path, "a", *SRUN, *trainer_sets(train__steps=STEPS, **PACED))
     jobs = [a.scheduler_id]
     try:
         with requeue_hold.skipped(lambda: list(jobs)) as released:
@@ -188,6 +205,7 @@ def _requeue_and_time_limit(
             jobkit,
             tmp_path,
             "b",
+            *SRUN,
             "--set",
             "resources.time=3",
             "--set",
@@ -243,9 +261,10 @@ def _requeue_and_time_limit(
         log = runs.rank_log(b.run_dir, 0)
         resumed = runs.resumed_steps(b.run_dir)
         assert len(resumed) == record["requeues"], log
-        # Each resume starts where the warning's checkpoint was saved.
+        # Each resume starts where the warning's checkpoint was saved (srun tasks get the
+        # warning signal itself).
         for step in resumed:
-            assert f"(step {step}, preempted by SIGTERM)" in log, log
+            assert f"(step {step}, preempted by SIGUSR2)" in log, log
         assert runs.last_step(b.run_dir) == B_STEPS
         figures(
             job="B (time limit, USR2@60)",
@@ -345,6 +364,29 @@ def restore_n2() -> Iterator[None]:
     )
 
 
+SLEEPER = (
+    "import os, pathlib, time;"
+    ' pathlib.Path(os.environ["JOBKIT_RUN_DIR"], "up-" + os.environ["NODE_RANK"]).touch();'
+    " time.sleep(3600)"
+)
+"""Notes that it runs on its node (run folder, up-N), then sleeps: no torch, no torchrun."""
+
+
+def sleeper_spec(folder: Path, marker: str) -> Path:
+    """2 nodes of the Slurm example, requeue off, one SLEEPER per node (launcher none); its
+    command line carries `--set name=MARKER` for hosts.kill_leftovers."""
+    spec = folder / "nodedown.yaml"
+    command = ["python3", "-c", SLEEPER, "--set", f"name={marker}"]
+    spec.write_text(
+        "name: nodedown\nbackend: slurm\n"
+        "resources:\n  nodes: 2\n  partition: debug\n  time: '00:15:00'\n"
+        "scheduler:\n  requeue: false\n"
+        "launch:\n  launcher: none\n  nproc_per_node: 1\n"
+        f"run:\n  command: {json.dumps(command)}\n"
+    )
+    return spec
+
+
 @pytest.mark.cluster_alone  # takes n2 down
 @pytest.mark.timeout(900)
 def test_node_down_is_reported_as_node_fail(
@@ -354,19 +396,16 @@ def test_node_down_is_reported_as_node_fail(
     tmp_path: Path,
     restore_n2: None,
 ) -> None:
-    """n2 is set down while the job trains (requeue off): NODE_FAIL, never a success."""
+    """n2 is set down while the job runs on both nodes (requeue off): NODE_FAIL, never a
+    success. The job is one sleeping process per node: what is checked is Slurm's node failure
+    and jobkit's report of it, whatever the program."""
     marker = hosts.unique_marker("e2e-nodedown")
-    job = start_job(
-        jobkit,
-        tmp_path,
-        "nodedown",
-        "--set",
-        "scheduler.requeue=false",
-        *trainer_sets(train__steps=100000, name=marker, **PACED),
-    )
+    job = start_job(jobkit, tmp_path, "nodedown", spec=str(sleeper_spec(tmp_path, marker)))
     try:
         runs.wait_for(
-            lambda: runs.last_step(job.run_dir) >= 5, QUEUE_WAIT_S, "training on both nodes"
+            lambda: all((job.run_dir / f"up-{n}").exists() for n in (0, 1)),
+            QUEUE_WAIT_S,
+            "the program running on both nodes",
         )
         down = subprocess.run(
             ["scontrol", "update", "nodename=n2", "state=down", "reason=jobkit-e2e-node-down"],
@@ -387,7 +426,6 @@ def test_node_down_is_reported_as_node_fail(
             slurm_id=job.scheduler_id,
             raw_state=record["raw_state"],
             down_to_reported_s=round(reported_s, 1),
-            last_step=runs.last_step(job.run_dir),
             processes_left_behind=len(leftovers),
         )
     finally:

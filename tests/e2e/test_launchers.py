@@ -1,6 +1,9 @@
 """The other launchers, for real: spawn (local, Slurm), distributed-launch (two Slurm nodes),
 ssh.fanout pdsh (the loopback hosts n1 n2), and `jobkit render --node-rank` run by hand on
-n1 and n2 (docs/train.md "Launchers", docs/e2e.md)."""
+n1 and n2 (docs/train.md "Launchers", docs/e2e.md). The pdsh jobs run a shell command: under
+torchrun (static rendezvous across both hosts) where cancel must clean both hosts' process
+trees, launcher none (one process per host, no torchrun agent) where only pdsh's output and
+exit code are the subject."""
 
 from __future__ import annotations
 
@@ -135,14 +138,16 @@ def test_distributed_launch_on_two_slurm_nodes(
     assert "torch.distributed.launch is deprecated" in node0, node0
 
 
-def _pdsh_spec(folder: Path, name: str, command: str, **extra: Any) -> str:
+def _pdsh_spec(folder: Path, name: str, command: str, launcher: str = "none", **extra: Any) -> str:
+    """`bash -c COMMAND` on n1 and n2 through pdsh, under `launcher` (none: once per host)."""
+    launch = {"launcher": "none"} if launcher == "none" else {"rdzv": "static"}
     return _spec(
         folder,
         name,
         backend="ssh",
         resources={"nodes": 2},
         ssh={"hosts": ["n1", "n2"], "fanout": "pdsh"},
-        launch={"rdzv": "static"},
+        launch=launch,
         run={"command": ["bash", "-c", command]},
         **extra,
     )
@@ -167,8 +172,8 @@ def test_pdsh_runs_both_hosts_and_prefixes_their_output(
 def test_pdsh_exit_code_is_the_failing_hosts(
     jobkit: Jobkit, ssh_hosts: object, tmp_path: Path
 ) -> None:
-    """Host 1 fails (exit 3) before its torchrun starts; host 0 would wait at the rendezvous:
-    jobkit stops it, and the job's exit code is host 1's."""
+    """Host 1 fails (exit 3) in its setup, before its command starts; host 0's command would
+    run on (sleep 120): jobkit stops it, and the job's exit code is host 1's."""
     setup = 'if [ "$JOBKIT_NODE_INDEX" = 1 ]; then echo "failing on purpose"; exit 3; fi'
     spec = _pdsh_spec(tmp_path, "pdsh-bad", "sleep 120", env={"setup": [setup]})
     sub = jobkit.submit(spec)
@@ -186,7 +191,7 @@ def test_pdsh_exit_code_is_the_failing_hosts(
 @pytest.mark.slow
 def test_pdsh_cancel_cleans_both_hosts(jobkit: Jobkit, ssh_hosts: object, tmp_path: Path) -> None:
     marker = hosts.unique_marker("e2e-pdsh-cancel")
-    spec = _pdsh_spec(tmp_path, "pdsh-cancel", "echo started; sleep 300; true")
+    spec = _pdsh_spec(tmp_path, "pdsh-cancel", "echo started; sleep 300; true", "torchrun")
     data = json.loads(Path(spec).read_text())
     data["run"]["command"] += ["--set", f"name={marker}"]  # on bash's command line: pgrep finds it
     Path(spec).write_text(json.dumps(data))

@@ -9,7 +9,9 @@ the attempt is PREEMPTED, `jobkit doctor` says preempted, and the run goes on as
 
 `jobkit watch` follows the run while `jobkit status` runs in a loop beside it: whichever
 process resubmits, watch ends only once the newest attempt has ended (before, a watch could
-end at attempt 1 while another process was submitting attempt 2).
+end at attempt 1 while another process was submitting attempt 2). The status loop stops once
+attempt 2 is in the registry (the race to resubmit is over; watch goes on alone), and while the
+job queues squeue is polled (tests/e2e/squeue_wait.py), not `jobkit status` (~0.4 CPU-s a call).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from jobkit.registry.store import JobRecord, Store
-from tests.e2e import runs
+from tests.e2e import runs, squeue_wait
 from tests.e2e.cli import JOBKIT, REPO, Jobkit
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -60,10 +62,12 @@ def test_preempted_plain_command_is_preempted_and_goes_on(
 ) -> None:
     submitted = jobkit.run("submit", str(_spec(tmp_path)), *jobkit.common_sets(), "--json")
     assert submitted.returncode == 0, submitted.stderr
-    job = json.loads(submitted.stdout)["jobkit_id"]
+    data = json.loads(submitted.stdout)
+    job, scheduler_id = data["jobkit_id"], data["scheduler_id"]
     urgent = ""
     watch: subprocess.Popen[str] | None = None
     try:
+        squeue_wait.while_in(scheduler_id, {"PENDING"}, QUEUE_WAIT_S, poll_s=0.3)
         record = jobkit.wait_state(job, {"RUNNING"}, QUEUE_WAIT_S, poll_s=0.3)
         run_dir = Path(record["log_paths"]["run_dir"])
         if moment == "running":
@@ -80,7 +84,8 @@ def test_preempted_plain_command_is_preempted_and_goes_on(
         deadline = time.monotonic() + 300
         while watch.poll() is None:  # `jobkit status` competes with watch to resubmit
             assert time.monotonic() < deadline, "jobkit watch did not end"
-            jobkit.run("status", job)
+            if len(_attempts(jobkit, job)) < 2:
+                jobkit.run("status", job)
             time.sleep(1)
         _, err = watch.communicate()
         assert watch.returncode == 0, err

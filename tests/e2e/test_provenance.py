@@ -2,7 +2,9 @@
 machine (local) and on the real Slurm cluster (docs/provenance.md; issue 26's "done when").
 
 Each test submits from a small git work tree of its own (tests/provenance/repo.py): the job
-runs from the snapshot taken at submit, whatever is edited while it waits.
+runs from the snapshot taken at submit, whatever is edited while it waits. The jobs run
+with launch.launcher none (one process, no torchrun agent to start: the provenance is the
+job script's, whatever the launcher); the rerun test trains the bundled model that way too.
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ BACKENDS = [
 
 def _job_file(sub: Path, backend: str, **extra: Any) -> None:
     """sub/job.yaml: `python prog.py` on `backend` (Slurm: one node, n1, so that two runs
-    share their host), with the test's other keys."""
+    share their host), launcher none (no torchrun agent), with the test's other keys."""
     spec: dict[str, Any] = {
         "name": "frozen",
         "backend": backend,
         "env": {"venv": str(VENV)},
+        "launch": {"launcher": "none"},
         "run": {"command": ["python", "prog.py"]},
     }
     if backend == "slurm":  # a time limit of its own: the partition's may change meanwhile
@@ -76,9 +79,9 @@ def test_a_waiting_job_runs_the_code_submitted(
     job = _submit(jobkit, sub)
     (sub / "prog.py").write_text('print("edited after submit")\n')
     if backend == "slurm":
-        scheduler_id = jobkit.status(job)["scheduler_id"]
-        assert jobkit.status(job)["state"] == "HELD"
-        subprocess.run(["scontrol", "release", scheduler_id], check=True, timeout=30)
+        status = jobkit.status(job)
+        assert status["state"] == "HELD", status
+        subprocess.run(["scontrol", "release", status["scheduler_id"]], check=True, timeout=30)
     else:
         gate.touch()
     record = _finished(jobkit, job)
@@ -135,13 +138,15 @@ def test_diff_names_exactly_the_package_the_line_and_the_key(
 def test_rerun_reproduces_the_final_loss_bit_exactly(
     backend: str, jobkit: Jobkit, tmp_path: Path
 ) -> None:
-    """A short CPU training, rerun from its snapshot after the work tree changed: the same
-    final loss, to the last bit; a rerun whose snapshot is gone is refused, naming it."""
+    """A short CPU training (one process, launcher none: no torchrun agent), rerun from its
+    snapshot after the work tree changed: the same final loss, to the last bit; a rerun
+    whose snapshot is gone is refused, naming it."""
     sub = make_repo(tmp_path)
     spec: dict[str, Any] = {
         "name": "loss",
         "backend": backend,
         "env": {"venv": str(VENV)},
+        "launch": {"launcher": "none"},
         "run": {"train": {"config": "mlp", "overrides": {"train.steps": 12}}},
     }
     if backend == "slurm":
@@ -224,6 +229,7 @@ def test_a_submitit_job_runs_the_code_submitted(jobkit: Jobkit, tmp_path: Path) 
     sub = make_repo(tmp_path, 'import os\nprint("submitted version in", os.getcwd())\n')
     _job_file(sub, "slurm", scheduler__extra=["--nodelist=n1", "--hold"])
     spec = yaml.safe_load((sub / "job.yaml").read_text())
+    del spec["launch"]  # submitit starts its own tasks (no launcher none there)
     (sub / "job.yaml").write_text(yaml.safe_dump({**spec, "backend": "submitit"}))
     job = _submit(jobkit, sub)
     (sub / "prog.py").write_text('print("edited after submit")\n')

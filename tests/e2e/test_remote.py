@@ -201,6 +201,14 @@ def test_status_of_100_remote_jobs_is_one_ssh_round_trip(
     figures(jobs=100, ssh_round_trips=len(commands))
 
 
+HELD_SPEC = """\
+name: held
+resources: {nodes: 1, time: "00:05:00"}
+launch: {launcher: none}
+run: {command: [sleep, "300"]}
+"""
+
+
 def test_a_connection_killed_during_sbatch_loses_nothing_and_submits_once(
     laptop: Laptop, tmp_path: Path, figures: Figures
 ) -> None:
@@ -209,13 +217,15 @@ def test_a_connection_killed_during_sbatch_loses_nothing_and_submits_once(
 
     The hold: the shipped job.sh is swapped (on the cluster's side) for a FIFO holding the
     same bytes, so sbatch waits reading it; the master is killed once sbatch has it open.
+    The job only has to exist until it is cancelled: one node sleeping (launcher none), no
+    training to start.
     """
     warm = laptop.run("clusters", "check", CLUSTER)  # the master connection is up
     assert warm.returncode == 0, warm.stderr
+    spec = tmp_path / "held.yaml"
+    spec.write_text(HELD_SPEC)
     output = tmp_path / "submit.out"
-    submitter = laptop.start(
-        "submit", "examples/slurm-2node.yaml", "--on", CLUSTER, *SMALL_TRAINING, output=output
-    )
+    submitter = laptop.start("submit", str(spec), "--on", CLUSTER, output=output)
     script, fifo = _swap_script_for_fifo(laptop.workdir, timeout=120)
     writer = _wait_for_reader(fifo, timeout=60)
     _kill_master(laptop)
@@ -234,7 +244,7 @@ def test_a_connection_killed_during_sbatch_loses_nothing_and_submits_once(
     assert len(_with_token(laptop, job)) == 1  # a second status submits nothing either
     explained = laptop.run("why", job)  # squeue and sacct through the connection
     assert explained.returncode == 0, explained.stderr
-    assert f"{job}  slurm-2node  (slurm@{CLUSTER} {found[0]})" in explained.stdout
+    assert f"{job}  held  (slurm@{CLUSTER} {found[0]})" in explained.stdout
     cancelled = laptop.run("cancel", job)  # scancel through the connection, which is back
     assert cancelled.returncode == 0, cancelled.stderr
     runs.wait_for(lambda: _slurm_state(found[0]).startswith("CANCELLED"), 60, "scancel")
@@ -253,6 +263,7 @@ SWEEP_SPEC = f"""\
 name: rsweep
 cluster: {CLUSTER}
 resources: {{nodes: 1, time: "00:05:00"}}
+launch: {{launcher: srun}}
 run:
   train:
     config: tiny-lm
@@ -268,7 +279,8 @@ def test_a_sweep_keyed_to_the_cluster_runs_there_as_one_array_and_is_watched_to_
 ) -> None:
     """`cluster:` in the spec (no --on): one Slurm array there; `jobkit watch` of the sweep
     follows both tasks through the connection to their end; one status of the sweep is one
-    ssh round trip; each task's log comes back with its own overrides."""
+    ssh round trip; each task's log comes back with its own overrides. Each task trains as
+    one srun task (launcher srun: no torchrun agent to start)."""
     spec = tmp_path / "sweep.yaml"
     spec.write_text(SWEEP_SPEC)
     started = time.monotonic()

@@ -91,12 +91,13 @@ def test_nproc_auto_counts_the_gpus_when_the_job_starts(
 
 def test_local_sweep_slots_get_their_own_gpus(jobkit: Jobkit, tmp_path: Path) -> None:
     """max_parallel 2, gpus_per_node 1: the two tasks running side by side see GPU 0 and
-    GPU 1, not both GPU 0."""
-    command = shlex.join(["sh", "-c", f"{ENV_LINE}; sleep 2"])
+    GPU 1, not both GPU 0 (the slot's share is the job script's, whatever the launcher: none
+    here, no torchrun agent to start)."""
+    command = shlex.join(["sh", "-c", f"{ENV_LINE}; sleep 4"])  # the two overlap
     spec = _write_spec(
         tmp_path,
         "slots",
-        "resources:\n  gpus_per_node: 1\n"
+        "resources:\n  gpus_per_node: 1\nlaunch:\n  launcher: none\n"
         f"run:\n  command: {json.dumps(command)}\n"
         "sweep:\n  grid: {x: [1, 2]}\n  max_parallel: 2\n",
     )

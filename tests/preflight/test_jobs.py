@@ -1,5 +1,11 @@
-"""launch.preflight for real: 2-node Slurm jobs (one that passes and trains, one whose master
-address no node can reach), the local backend and the ssh launcher over the loopback sshd.
+"""launch.preflight for real: 2-node Slurm jobs (one that passes and runs its program, one
+whose master address no node can reach), the local backend and the ssh launcher over the
+loopback sshd.
+
+The jobs that pass run PROGRAM under torchrun (the launcher the preflight runs under): a
+line per rank, no torch (the preflight's own all-reduce check imports torch; the bundled
+trainer under torchrun on each backend is tests/e2e's). The one that fails keeps the trainer
+as its program, which it never starts.
 
 The unreachable master is an address inside a network namespace this test creates (a veth
 pair, nothing listening there): every connection to it is refused, as a firewalled or wrong
@@ -24,6 +30,9 @@ from tests.manager.helpers import Invoke, is_settled, wait_until
 pytestmark = pytest.mark.slow
 
 TRAIN = "run:\n  train:\n    config: mlp\n    overrides: {train.steps: 3}\n"
+PROGRAM_LINE = "import os; print(f'program: rank {os.environ[\"RANK\"]} ran', flush=True)"
+PROGRAM = f"run:\n  command: {json.dumps(['python3', '-c', PROGRAM_LINE])}\n"
+"""Each rank prints `program: rank R ran` (in its node's node-N.out): no torch."""
 
 
 def _write(folder: Path, name: str, text: str) -> Path:
@@ -51,6 +60,14 @@ def _master(out: str) -> str:
     found = re.search(r"^jobkit: master ([^\s,]+)", out, re.M)
     assert found, out
     return found[1]
+
+
+def _program_ran(record: dict[str, Any], world: int) -> None:
+    """Every rank of PROGRAM printed its line (the node outputs of the run folder)."""
+    run_dir = Path(record["log_paths"]["run_dir"])
+    nodes = "".join(p.read_text(encoding="utf-8") for p in sorted(run_dir.glob("node-*.out")))
+    for rank in range(world):
+        assert f"program: rank {rank} ran\n" in nodes, nodes
 
 
 def _preflight_lines(text: str) -> list[str]:
@@ -87,7 +104,7 @@ def test_slurm_two_nodes_pass_then_train(workdir: Path, jobkit: Invoke) -> None:
     spec = _write(
         workdir,
         "pf-ok",
-        "backend: slurm\nresources: {nodes: 2}\nlaunch: {preflight: true}\n" + TRAIN,
+        "backend: slurm\nresources: {nodes: 2}\nlaunch: {preflight: true}\n" + PROGRAM,
     )
     final = _record(jobkit, _submit(jobkit, spec))
     assert final["state"] == "SUCCEEDED", final
@@ -98,9 +115,8 @@ def test_slurm_two_nodes_pass_then_train(workdir: Path, jobkit: Invoke) -> None:
     assert f"jobkit preflight: node 0 (n1) ok: {_master(out)} reached from all 2 node(s)" in lines
     assert "check: all-reduce ok (sum 2 = world size)" in out
     assert re.search(r"^jobkit preflight: passed in \d+ s$", out, re.M), out
-    # Then the program ran: the trainer's own output and its note of completion.
-    run_dir = Path(final["log_paths"]["run_dir"])
-    assert (run_dir / "finished").exists()
+    # Then the program ran, on both ranks.
+    _program_ran(final, 2)
     assert out.index("jobkit preflight: passed") < out.index("jobkit: job step ended")
 
 
@@ -149,7 +165,7 @@ def test_local_backend_two_processes(workdir: Path, jobkit: Invoke) -> None:
     spec = _write(
         workdir,
         "pf-local",
-        "backend: local\nlaunch: {preflight: true, nproc_per_node: 2}\n" + TRAIN,
+        "backend: local\nlaunch: {preflight: true, nproc_per_node: 2}\n" + PROGRAM,
     )
     final = _record(jobkit, _submit(jobkit, spec))
     assert final["state"] == "SUCCEEDED", final
@@ -160,7 +176,7 @@ def test_local_backend_two_processes(workdir: Path, jobkit: Invoke) -> None:
     )
     assert "check: all-reduce ok (sum 2 = world size)" in out
     assert "jobkit preflight: passed in " in out
-    assert (Path(final["log_paths"]["run_dir"]) / "finished").exists()
+    _program_ran(final, 2)
 
 
 @pytest.mark.ssh
@@ -170,7 +186,7 @@ def test_ssh_two_hosts(workdir: Path, jobkit: Invoke) -> None:
         workdir,
         "pf-ssh",
         "backend: ssh\nresources: {nodes: 2}\nssh: {hosts: [n1, n2]}\n"
-        "launch: {preflight: true}\n" + TRAIN,
+        "launch: {preflight: true}\n" + PROGRAM,
     )
     final = _record(jobkit, _submit(jobkit, spec))
     assert final["state"] == "SUCCEEDED", final
@@ -178,3 +194,4 @@ def test_ssh_two_hosts(workdir: Path, jobkit: Invoke) -> None:
     lines = _preflight_lines(out)
     assert f"jobkit preflight: node 1 (n2) ok: {_master(out)} reached" in lines, out
     assert any(line.startswith("jobkit preflight: passed in ") for line in lines), lines
+    _program_ran(final, 2)

@@ -1,6 +1,16 @@
 """Rendered scripts on the real test cluster (tests/cluster/up.sh): Slurm, Slurm's Torque
-wrappers (qsub) and the loopback sshd. Each job is small: a 2-process gloo all-reduce or a
-few seconds of sleep. They skip when the cluster is down (fail under CI=true).
+wrappers (qsub) and the loopback sshd. Each job is small: a 2-process gloo all-reduce, a
+line per rank, or a few seconds of sleep. They skip when the cluster is down (fail under
+CI=true).
+
+A torchrun agent costs ~3 CPU-s per node and a rank that imports torch ~2-3 CPU-s: each job
+runs as few of them as its subject needs. The all-reduce (torch) runs where the rendezvous of
+the ranks is the subject (Slurm's 2 nodes, PBS); the ssh job with hostile paths prints a
+line per rank (its 2 torchruns still rendezvous over ssh; the bundled trainer's DDP over ssh
+is tests/e2e/test_ssh.py's). The program that finished then got a signal runs on 1 node (the
+script's reading of torchrun's exit is per job, not per node), and scancel's job runs its
+ranks as srun tasks (the script's requeue decision is the same for every launcher; the
+warning signal through torchrun is the requeue test's).
 """
 
 from __future__ import annotations
@@ -34,6 +44,13 @@ print(f"rank {dist.get_rank()} of {dist.get_world_size()} sum {total.item()}", f
 print("HOSTILE=" + os.environ.get("HOSTILE", ""), flush=True)
 dist.destroy_process_group()
 """
+
+RANKS = """\
+import os
+print(f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']}", flush=True)
+print("HOSTILE=" + os.environ.get("HOSTILE", ""), flush=True)
+"""
+"""What each rank got from its launcher: no torch."""
 
 # On SIGTERM or SIGUSR2: rank 0 leaves the requeue marker, every rank exits 75 (the trainer's
 # preemption contract, docs/design.md).
@@ -187,7 +204,7 @@ def test_a_program_that_finished_is_a_success_whatever_signal_came_at_the_end(
     tmp_path: Path, slurm_cluster: SlurmCluster, cleanup: list[str]
 ) -> None:
     workdir = _workdir(tmp_path, FINISHES_THEN_SIGNALLED)
-    data = _slurm_job("finished", slurm_cluster.partition)
+    data = _slurm_job("finished", slurm_cluster.partition, resources={"nodes": 1})
     job_id = sbatch(str(_write(workdir, data)), cwd=workdir)
     cleanup.append(job_id)
     end = wait_slurm_job(job_id, timeout=JOB_TIMEOUT_S)
@@ -209,13 +226,16 @@ def test_scancel_is_final_even_when_the_program_asks_for_a_requeue(
 ) -> None:
     workdir = _workdir(tmp_path, PREEMPTIBLE)
     data = _slurm_job(
-        "cancelled", slurm_cluster.partition, scheduler={"requeue": True, "signal": "USR2@60"}
+        "cancelled",
+        slurm_cluster.partition,
+        scheduler={"requeue": True, "signal": "USR2@60"},
+        launch={"launcher": "srun"},  # the ranks are srun's tasks: no torchrun
     )
     job_id = sbatch(str(_write(workdir, data)), cwd=workdir)
     run_dir = workdir / "logs" / f"cancelled-{job_id}"
     try:
         for i in (0, 1):
-            _wait_for_text(run_dir / f"node-{i}.out", "started restart=0")
+            _wait_for_text(run_dir / f"rank-{i}.out", "started restart=0")
         subprocess.run(["scancel", job_id], check=True)
         end = wait_slurm_job(job_id, timeout=120)
     finally:
@@ -302,7 +322,7 @@ def test_ssh_launcher_on_two_hosts_with_hostile_paths(tmp_path: Path, ssh_hosts:
     canary = tmp_path / "canary"
     workdir = tmp_path / f'it\'s a "dir" $(touch {canary})'
     workdir.mkdir(parents=True)
-    (workdir / "prog.py").write_text(DDP)
+    (workdir / "prog.py").write_text(RANKS)
     hostile = f"x'; touch {canary} #`touch {canary}`"
     data = {
         "name": "over-ssh",
@@ -335,7 +355,7 @@ def test_ssh_launcher_on_two_hosts_with_hostile_paths(tmp_path: Path, ssh_hosts:
     run_dir = workdir / "my logs" / "over-ssh-jkssh01"
     outputs = [(run_dir / f"node-{i}.out").read_text() for i in (0, 1)]
     assert done.returncode == 0, done.stdout + done.stderr + "".join(outputs)
-    assert sorted(out.split("rank ")[1][:1] for out in outputs) == ["0", "1"]
+    assert sorted(out.split("rank ")[1][:6] for out in outputs) == ["0 of 2", "1 of 2"]
     assert all(f"HOSTILE={hostile}" in out for out in outputs)
     assert (run_dir / "exit_code").read_text().splitlines()[0] == "0"
     assert not canary.exists()
