@@ -1,7 +1,11 @@
 """Slurm holds a requeued job about two minutes (PENDING, reason BeginTime) before it may
 start again. Tests that requeue a job on purpose wait through that hold for nothing: what they
 prove (the job comes back, resumes, is tracked) is the same a moment later. `skipped` moves a
-held job's begin time to now each time it is seen held, for as long as the block runs."""
+held job's begin time to now each time it is seen held, for as long as the block runs.
+
+Without the hold a requeued job is PENDING for a second or two, which a poll of the job may
+not see. `seen_held(job)`, when given, runs first each time (the tests ask `jobkit status`
+then, as a poll during the hold would have: the registry records the job back in the queue)."""
 
 from __future__ import annotations
 
@@ -24,9 +28,12 @@ def _held(job_ids: list[str]) -> list[str]:
 
 
 @contextmanager
-def skipped(job_ids: Callable[[], list[str]]) -> Iterator[list[str]]:
+def skipped(
+    job_ids: Callable[[], list[str]], seen_held: Callable[[str], object] | None = None
+) -> Iterator[list[str]]:
     """While the block runs, a job of `job_ids()` held after a requeue starts without the
-    hold; yields the list of the job ids it released (one entry per release)."""
+    hold (after `seen_held(job)`, if given); yields the list of the job ids it released (one
+    entry per release)."""
     released: list[str] = []
     done = threading.Event()
 
@@ -36,6 +43,8 @@ def skipped(job_ids: Callable[[], list[str]]) -> Iterator[list[str]]:
             if not ids:
                 continue
             for job in _held(ids):
+                if seen_held is not None:
+                    seen_held(job)
                 moved = subprocess.run(
                     ["scontrol", "update", f"JobId={job}", "StartTime=now"],
                     capture_output=True, text=True, timeout=30, check=False,

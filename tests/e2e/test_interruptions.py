@@ -165,7 +165,10 @@ def test_requeue_and_time_limit_preemption_resume_the_run(
     a = start_job(jobkit, tmp_path, "a", *SRUN, *trainer_sets(train__steps=STEPS, **PACED))
     jobs = [a.scheduler_id]
     try:
-        with requeue_hold.skipped(lambda: list(jobs)) as released:
+        # A's history must show it back in the queue: jobkit looks while it is held.
+        look = {a.scheduler_id: a.jobkit_id}
+        seen_held = lambda job: job in look and jobkit.status(look[job])  # noqa: E731
+        with requeue_hold.skipped(lambda: list(jobs), seen_held) as released:
             _requeue_and_time_limit(jobkit, tmp_path, figures, reference, started, a, jobs)
         assert a.scheduler_id in released, released  # A was held after its requeue
     finally:
