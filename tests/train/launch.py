@@ -155,6 +155,7 @@ class Launcher:
         if ranks and nproc:
             raise ValueError("ranks (forked, env launch) and nproc (torchrun) exclude each other")
         if ranks:
+            environ["MASTER_PORT"] = str(free_port())
             return warm.start_ranks(argv[3:], environ, self.root, ranks), run_dir
         if nproc == 0 and not fresh:
             return warm.start(argv[3:], environ, self.root), run_dir

@@ -31,7 +31,6 @@ import os
 import runpy
 import selectors
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -135,11 +134,10 @@ def start(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> Forked:
 
 
 def start_ranks(args: Sequence[str], env: Mapping[str, str], cwd: Path, ranks: int) -> Forked:
-    """Fork a supervisor (in its own session) that forks RANKS `python -m train ARGS` on
-    this host with RANK, LOCAL_RANK, WORLD_SIZE, ... set (the trainer's `env` launch), and
-    does what torchrun does for them (tests/train/warm.py has the why)."""
-    port = env.get("MASTER_PORT") or str(_free_port())
-    job = {**env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
+    """Fork a supervisor (in its own session) that forks RANKS `python -m train ARGS` on this
+    host with RANK, LOCAL_RANK, WORLD_SIZE, ... set (the trainer's `env` launch), and does
+    what torchrun does for them (tests/train/warm.py has the why). ENV holds MASTER_PORT."""
+    job = {**env, "MASTER_ADDR": "127.0.0.1"}
     return _fork(lambda: _supervise(list(args), job, cwd, ranks), args)
 
 
@@ -228,13 +226,6 @@ def _supervise(args: list[str], env: dict[str, str], cwd: Path, ranks: int) -> N
             forward(signal.SIGTERM, None)
             kill_at = time.monotonic() + STOP_GRACE_S
     os._exit(failed or 0)
-
-
-def _free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _run_as_main(args: list[str], env: dict[str, str], cwd: Path) -> None:
