@@ -12,6 +12,11 @@ from dataclasses import dataclass
 
 from jobkit.core.usage import StepUsage, Usage
 
+ELAPSED_RESOLUTION_S = 1.0
+"""Schedulers record elapsed time in whole seconds (sacct Elapsed, PBS walltime, qacct
+ru_wallclock) while CPU time is exact: a busy job's CPU time can exceed CPUs x elapsed by
+up to this much per CPU."""
+
 NEGLIGIBLE_CPU_S = 0.05
 """A step using less CPU time than this (extern, an idle batch shell) never makes a node's
 figure unknown."""
@@ -27,18 +32,28 @@ class NodeFigures:
     cpu_s: float | None
     """CPU seconds used there, all steps together; None when a step's share is unknown."""
     efficiency: float | None
-    """cpu_s / (cpus * job elapsed)."""
+    """cpu_s / (cpus * job elapsed) (cpu_ratio)."""
     rss_mb: float | None
     """Peak resident memory of the largest step there (None: not sampled)."""
     steps: tuple[str, ...]
     """The steps that ran there."""
 
 
+def cpu_ratio(cpu_s: float, cpus: float, elapsed_s: float) -> float:
+    """cpu_s / (cpus * elapsed_s), read as 100 % where it exceeds that by no more than the
+    elapsed time's one-second resolution allows (a full CPU, not a CPU and a bit); above that
+    it is kept: the processes used more CPUs than the allocation held."""
+    ratio = cpu_s / (cpus * elapsed_s)
+    if ratio > 1.0 and cpu_s <= cpus * (elapsed_s + ELAPSED_RESOLUTION_S):
+        return 1.0
+    return ratio
+
+
 def step_efficiency(step: StepUsage) -> float | None:
     """TotalCPU / (AllocCPUS * Elapsed) of one step; None without those figures."""
     if step.cpu_s is None or not step.cpus or not step.elapsed_s:
         return None
-    return step.cpu_s / (step.cpus * step.elapsed_s)
+    return cpu_ratio(step.cpu_s, step.cpus, step.elapsed_s)
 
 
 def node_figures(usage: Usage) -> list[NodeFigures]:
@@ -61,7 +76,7 @@ def node_figures(usage: Usage) -> list[NodeFigures]:
                 cpu_s = None
         efficiency = None
         if cpu_s is not None and per_node_cpus and usage.elapsed_s:
-            efficiency = cpu_s / (per_node_cpus * usage.elapsed_s)
+            efficiency = cpu_ratio(cpu_s, per_node_cpus, usage.elapsed_s)
         figures.append(
             NodeFigures(
                 node=node,
@@ -90,7 +105,7 @@ def job_efficiency(usage: Usage, cpus: int | None = None) -> float | None:
     held = usage.cpus or cpus
     if used is None or not held or not usage.elapsed_s:
         return None
-    return used / (held * usage.elapsed_s)
+    return cpu_ratio(used, held, usage.elapsed_s)
 
 
 def peak_node_rss_mb(usage: Usage, figures: list[NodeFigures]) -> float | None:

@@ -104,7 +104,7 @@ def test_two_node_slurm_job_cpu_and_memory_per_node(
         assert node["cpus"] == 1
         assert node["cpu_s"] == pytest.approx(own["cpu_s"], abs=max(1.0, 0.25 * own["cpu_s"]))
         busy = own["cpu_s"] / own["wall_s"]  # 1.0 alone on a core, less when shared
-        assert 0.5 * busy <= node["efficiency"] <= 1.05, (name, node, own)
+        assert 0.5 * busy <= node["efficiency"] <= 1.0, (name, node, own)  # never over a full CPU
         assert 150 <= node["rss_mb"] < 400, (name, node)
     step = next(s for s in report["steps"] if s["name"] == "0")
     assert (step["nodes"], step["tasks"], step["cpus"]) == (["n1", "n2"], 2, 2)

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from jobkit.core.usage import NodeShare, StepUsage, Usage
-from jobkit.report.efficiency import job_efficiency, node_figures, peak_node_rss_mb
+from jobkit.report.efficiency import (
+    cpu_ratio,
+    job_efficiency,
+    node_figures,
+    peak_node_rss_mb,
+    step_efficiency,
+)
 
 
 def _step(
@@ -70,3 +76,22 @@ def test_totals_only_give_no_nodes() -> None:
     assert node_figures(usage) == []
     assert job_efficiency(usage) is None and job_efficiency(usage, cpus=1) == 0.5
     assert peak_node_rss_mb(usage, []) == 200
+
+
+def test_whole_second_elapsed_never_reads_over_a_full_cpu() -> None:
+    """What the real cluster recorded (tests/e2e/test_report.py): a busy loop used 6.341 CPU
+    seconds on one CPU in an Elapsed of 6 s (sacct rounds to whole seconds): 100 %, not
+    106 %. Beyond the one-second window the excess is real (more CPUs than held) and kept."""
+    busy = Usage(
+        source="sacct",
+        elapsed_s=6,
+        nodes=("n1",),
+        cpus=1,
+        steps=(_step("0", ("n1",), 1, 6, 6.341, n1=NodeShare(6.341)),),
+    )
+    assert node_figures(busy)[0].efficiency == 1.0
+    assert step_efficiency(busy.steps[0]) == 1.0
+    assert job_efficiency(busy) == 1.0
+    assert cpu_ratio(14.0, 2, 6) == 1.0  # 2 CPUs, 6 s: up to 14 s is rounding
+    assert cpu_ratio(14.5, 2, 6) == pytest.approx(14.5 / 12)  # threads beyond the allocation
+    assert cpu_ratio(3.0, 1, 6) == pytest.approx(0.5)
