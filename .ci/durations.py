@@ -1,11 +1,14 @@
 """Write the table of test seconds that balances .ci/run's shards (tests/plugins/groups.py)
-from one run's pytest JUnit XML reports.
+from pytest JUnit XML reports: one run's, or several runs' (a test in several reports gets
+the mean of its seconds: a cluster test's time moves by minutes from run to run, with what
+the other lanes' jobs hold in the shared queue, so one run balances the lanes badly).
 
 Usage: python .ci/durations.py OUT.json REPORT.xml [REPORT.xml ...]
 A test's seconds are setup + call + teardown, as pytest writes them in the report; tests
-under MIN_SECONDS are left out (groups.py counts those as its default). .ci/run writes one
-into its log folder at the end: copy it over tests/plugins/durations.json when the suite's
-times have moved.
+under MIN_SECONDS (their mean) are left out (groups.py counts those as its default). .ci/run
+writes one into its log folder at the end; when the suite's times have moved, write
+tests/plugins/durations.json from the reports of the last few runs:
+`python .ci/durations.py tests/plugins/durations.json /tmp/jobkit-ci.*/[co]*.xml`.
 """
 
 from __future__ import annotations
@@ -31,15 +34,15 @@ def test_id(classname: str, name: str, repo: Path = REPO) -> str:
 
 
 def seconds_by_test(reports: list[Path], repo: Path = REPO) -> dict[str, float]:
-    """Test id -> seconds (rounded to 0.1) of every case of REPORTS at or over MIN_SECONDS."""
-    found: dict[str, float] = {}
+    """Test id -> mean seconds over REPORTS (rounded to 0.1) of every case at or over
+    MIN_SECONDS."""
+    found: dict[str, list[float]] = {}
     for report in reports:
         for case in ElementTree.parse(report).getroot().iter("testcase"):
-            seconds = float(case.get("time") or 0)
-            if seconds >= MIN_SECONDS:
-                key = test_id(case.get("classname", ""), case.get("name", ""), repo)
-                found[key] = round(seconds, 1)
-    return dict(sorted(found.items()))
+            key = test_id(case.get("classname", ""), case.get("name", ""), repo)
+            found.setdefault(key, []).append(float(case.get("time") or 0))
+    means = {key: sum(times) / len(times) for key, times in found.items()}
+    return {key: round(mean, 1) for key, mean in sorted(means.items()) if mean >= MIN_SECONDS}
 
 
 def main(argv: list[str]) -> int:
@@ -47,7 +50,7 @@ def main(argv: list[str]) -> int:
         print(__doc__.strip().splitlines()[3], file=sys.stderr)
         return 2
     table = {
-        "about": "seconds per test of one .ci/run (.ci/durations.py); balances its shards",
+        "about": "mean seconds per test of .ci/run reports (.ci/durations.py); balances shards",
         "tests": seconds_by_test([Path(name) for name in argv[1:]]),
     }
     Path(argv[0]).write_text(json.dumps(table, indent=0) + "\n")

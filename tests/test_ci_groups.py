@@ -159,6 +159,27 @@ def test_durations_table_is_read_and_written(tmp_path: Path) -> None:
     assert recorded_seconds(tmp_path / "missing.json") == {}
 
 
+def test_durations_of_several_runs_are_averaged(tmp_path: Path) -> None:
+    """One cluster test's time moves by minutes between runs: the table takes the mean."""
+    case = '<testcase classname="tests.e2e.test_slurm" name="test_a" time="{}"/>'
+    reports = []
+    for index, seconds in enumerate(["100.0", "160.0", "0.3"]):
+        report = tmp_path / f"r{index}.xml"
+        quick = case.replace("test_a", "test_q").format(seconds if index == 2 else "0.4")
+        report.write_text(
+            f"<testsuites><testsuite>{case.format(seconds)}{quick}</testsuite></testsuites>"
+        )
+        reports.append(str(report))
+    out = tmp_path / "durations.json"
+    subprocess.run(
+        [sys.executable, str(REPO / ".ci" / "durations.py"), str(out), *reports],
+        timeout=60,
+        check=True,
+    )
+    # test_a: (100 + 160 + 0.3) / 3; test_q's mean (0.37 s) is under MIN_SECONDS
+    assert recorded_seconds(out) == {"tests/e2e/test_slurm.py::test_a": 86.8}
+
+
 @pytest.mark.parametrize("value", ["2/2", "-1/2", "1", "a/b", "0/0"])
 def test_a_bad_shard_is_refused(value: str) -> None:
     with pytest.raises(ValueError):

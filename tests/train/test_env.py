@@ -567,3 +567,35 @@ def test_a_spawned_rank_0_inside_an_srun_step_keeps_spawns_numbers() -> None:
     }
     found = detect_launch_env(environ, resolve=resolve)
     assert (found.rank, found.world_size, found.local_world_size) == (0, 2, 2)
+
+
+@pytest.mark.parametrize(
+    "scheduler",
+    [
+        {"JOB_ID": "7", "SGE_TASK_ID": "undefined", "PE_HOSTFILE": "spool/7/pe_hostfile"},
+        {"PBS_JOBID": "7.s", "PBS_NODEFILE": "spool/aux/7.s"},
+    ],
+    ids=["sge", "pbs"],
+)
+def test_unreadable_host_file_is_only_a_skipped_check_when_master_addr_is_given(
+    tmp_path: Path, scheduler: dict[str, str]
+) -> None:
+    """Inside a container the scheduler's spool folder is not mounted (found with Charliecloud
+    on Grid Engine, launch.launcher none). The node command exported every number and the
+    master address: the run goes on, and its log says what was not checked. Without
+    MASTER_ADDR the host file is the only source, and the error stays."""
+    scheduler = {
+        name: str(tmp_path / value) if "/" in value else value for name, value in scheduler.items()
+    }
+    ranks = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "MASTER_PORT": "29500"}
+    found = detect_launch_env({**scheduler, **ranks, "MASTER_ADDR": "n1"}, resolve=resolve)
+    assert (found.launcher, found.rank, found.node_rank, found.master_addr) == ("env", 1, 1, "n1")
+    (note,) = found.notes
+    path = scheduler.get("PE_HOSTFILE") or scheduler["PBS_NODEFILE"]
+    name = "PE_HOSTFILE" if "PE_HOSTFILE" in scheduler else "PBS_NODEFILE"
+    assert note == (
+        f"cannot read {name}={path}: No such file or directory:"
+        " MASTER_ADDR=n1 is not checked against the job's hosts"
+    )
+    with pytest.raises(LaunchEnvError, match=rf"^cannot read {name}="):
+        detect_launch_env({**scheduler, **ranks}, resolve=resolve)

@@ -24,6 +24,11 @@ class LaunchEnvError(ValueError):
     """The launcher's variables contradict each other; the message is one line."""
 
 
+class HostFileUnreadable(LaunchEnvError):
+    """The scheduler's host file ($PE_HOSTFILE, $PBS_NODEFILE) cannot be read here: inside a
+    container that does not mount the scheduler's spool folder, for one."""
+
+
 @dataclass(frozen=True)
 class LaunchEnv:
     """This process's place in the job, whatever started it."""
@@ -39,6 +44,8 @@ class LaunchEnv:
     master_port: int
     job_id: str | None
     restart_count: int = 0
+    notes: tuple[str, ...] = ()
+    """What was not checked, one line each, for the run's log."""
 
     @property
     def is_main(self) -> bool:
@@ -166,13 +173,26 @@ def allocation_hosts(env: EnvVars, read_text: Reader) -> list[str]:
     return []
 
 
+def hosts_to_check(env: EnvVars, read_text: Reader) -> tuple[list[str], tuple[str, ...]]:
+    """allocation_hosts where only a check needs them (the launcher exported MASTER_ADDR):
+    an unreadable host file leaves the check out and says so in a note, instead of stopping
+    a run that has all it needs (a container without the scheduler's spool folder)."""
+    try:
+        return allocation_hosts(env, read_text), ()
+    except HostFileUnreadable as err:
+        addr = env.text("MASTER_ADDR")
+        if not addr:
+            raise
+        return [], (f"{err}: MASTER_ADDR={addr} is not checked against the job's hosts",)
+
+
 def pe_hostfile_lines(env: EnvVars, read_text: Reader) -> list[str]:
     """The lines of Grid Engine's $PE_HOSTFILE (HOST SLOTS QUEUE PROCESSORS)."""
     path = env.text("PE_HOSTFILE") or ""
     try:
         text = read_text(path)
     except OSError as err:
-        raise LaunchEnvError(f"cannot read PE_HOSTFILE={path}: {err.strerror or err}") from None
+        raise HostFileUnreadable(f"cannot read PE_HOSTFILE={path}: {err.strerror or err}") from None
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
@@ -181,7 +201,9 @@ def pbs_nodefile_lines(env: EnvVars, read_text: Reader) -> list[str]:
     try:
         text = read_text(path)
     except OSError as err:
-        raise LaunchEnvError(f"cannot read PBS_NODEFILE={path}: {err.strerror or err}") from None
+        raise HostFileUnreadable(
+            f"cannot read PBS_NODEFILE={path}: {err.strerror or err}"
+        ) from None
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 

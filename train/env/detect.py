@@ -11,6 +11,7 @@ from train.env.common import (
     Resolver,
     allocation_hosts,
     check_ranks,
+    hosts_to_check,
     master_address,
     pbs_nodefile_lines,
     read_job_id,
@@ -99,7 +100,7 @@ def _from_plain_env(env: EnvVars, resolve: Resolver, read_text: Reader) -> Launc
     local_world = env.integer("LOCAL_WORLD_SIZE", default=world)
     local_rank = env.integer("LOCAL_RANK", default=rank % max(local_world, 1))
     nodes = env.integer("GROUP_WORLD_SIZE", default=max(1, -(-world // max(local_world, 1))))
-    hosts = allocation_hosts(env, read_text)
+    hosts, notes = hosts_to_check(env, read_text)
     job_id = read_job_id(env)
     result = LaunchEnv(
         launcher="env",
@@ -113,6 +114,7 @@ def _from_plain_env(env: EnvVars, resolve: Resolver, read_text: Reader) -> Launc
         master_port=rendezvous_port(env, job_id),
         job_id=job_id,
         restart_count=read_restart_count(env),
+        notes=notes,
     )
     return check_ranks(result, ("RANK", "LOCAL_RANK", "GROUP_RANK"))
 
@@ -136,7 +138,7 @@ def _mpi_env(
             " (e.g. mpirun --map-by ppr:N:node)"
         )
     nodes = world // local_world
-    hosts = allocation_hosts(env, read_text)
+    hosts, notes = hosts_to_check(env, read_text)
     job_id = read_job_id(env)
     result = LaunchEnv(
         launcher=launcher,
@@ -150,6 +152,7 @@ def _mpi_env(
         master_port=rendezvous_port(env, job_id),
         job_id=job_id,
         restart_count=read_restart_count(env),
+        notes=notes,
     )
     return check_ranks(result, names)
 

@@ -52,6 +52,8 @@ def build_state(
     parts = parts or UserParts()
     config = loaded.config
     log.info(f"launch: {env.describe()}", all_ranks=False)
+    for note in env.notes:
+        log.info(f"launch: {note}", all_ranks=False)
     if env.restart_count:
         log.info(f"requeue count: {env.restart_count} (SLURM_RESTART_COUNT)")
     if os.environ.get("JOBKIT_RUN_ID"):  # the same in every attempt of a run (docs/runs.md)
