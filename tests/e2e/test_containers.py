@@ -416,6 +416,30 @@ def _gated_runc(folder: Path, step: str) -> GatedRunc:
     return GatedRunc([f"--runtime {shlex.quote(str(runtime))}", *PODMAN_SITE[1:]], waiting, gate)
 
 
+def _signalled_while_held(
+    run_dir: Path, folder: Path, step: str, send: Callable[[subprocess.Popen[str]], None]
+) -> subprocess.Popen[str]:
+    """The Podman task of a program that loops until its SIGTERM trap ends it (7), started
+    with `runc STEP` held until `send(task)` has signalled; returned once it has ended.
+    Whatever fails on the way, the task's tree is killed before it is reaped (its program
+    would loop forever, and a reaped pid may be another process's already)."""
+    runc = _gated_runc(folder, step)
+    task = _podman_task(run_dir, STARTED_AND_TRAPPED.format(then="exit 7"), runc.site)
+    try:
+        try:
+            runs.wait_for(runc.waiting.exists, timeout=60, what=f"runc {step}", poll_s=0.05)
+            send(task)
+        finally:
+            runc.gate.touch()
+        task.communicate(timeout=60)
+    except BaseException:
+        if task.poll() is None:
+            _sweep(task.pid, signal.SIGKILL)
+            task.communicate(timeout=30)
+        raise
+    return task
+
+
 @pytest.mark.parametrize("to", ["the task", "the task and podman"])
 def test_a_sigterm_before_the_program_started_reaches_it(
     podman_image: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, to: str
@@ -426,21 +450,15 @@ def test_a_sigterm_before_the_program_started_reaches_it(
     (exit 7). To podman and its runc as well (a scheduler's sweep), the container is never
     started: the task removes it and ends with 143. Either way the task ends (the program
     would loop forever) and no container is left, running or not."""
-    runc = _gated_runc(tmp_path_factory.mktemp("gated-runc"), "start")
-    task = _podman_task(tmp_path, STARTED_AND_TRAPPED.format(then="exit 7"), runc.site)
-    try:
-        runs.wait_for(runc.waiting.exists, timeout=60, what="runc start", poll_s=0.05)
+
+    def send(task: subprocess.Popen[str]) -> None:
         assert not (tmp_path / "started").exists()
         if to == "the task":
             os.kill(task.pid, signal.SIGTERM)
         else:
             _sweep(task.pid, signal.SIGTERM)
-    finally:
-        runc.gate.touch()
-    try:
-        task.communicate(timeout=60)
-    finally:
-        _sweep(task.pid, signal.SIGKILL)  # nothing left behind when it failed
+
+    task = _signalled_while_held(tmp_path, tmp_path_factory.mktemp("gated-runc"), "start", send)
     trapped = (tmp_path / "signals").exists()
     if to == "the task":
         assert (task.returncode, trapped) == (7, True)
@@ -461,17 +479,12 @@ def test_a_podman_run_stopped_while_it_creates_leaves_no_container(
     the container's id from --cidfile) and ends with 143. Podman may also finish what it was
     creating and start it first (1 run in 4 here): then the program gets the kept SIGTERM
     from the task and its trap ends it (7). Either way no container is left."""
-    runc = _gated_runc(tmp_path_factory.mktemp("gated-runc"), "create")
-    task = _podman_task(tmp_path, STARTED_AND_TRAPPED.format(then="exit 7"), runc.site)
-    try:
-        runs.wait_for(runc.waiting.exists, timeout=60, what="runc create", poll_s=0.05)
-        _sweep(task.pid, signal.SIGTERM)
-    finally:
-        runc.gate.touch()
-    try:
-        task.communicate(timeout=60)
-    finally:
-        _sweep(task.pid, signal.SIGKILL)  # nothing left behind when it failed
+    task = _signalled_while_held(
+        tmp_path,
+        tmp_path_factory.mktemp("gated-runc"),
+        "create",
+        lambda task: _sweep(task.pid, signal.SIGTERM),
+    )
     runs.wait_for(lambda: not _containers_of(tmp_path), timeout=60, what="no container left")
     if (tmp_path / "started").exists():
         assert task.returncode == 7, task.returncode
