@@ -9,6 +9,8 @@ Each checkout runs as itself (PYTHONPATH and working directory set to it, this v
            built by that checkout's own store API: `first` polls all N (one squeue, one
            sacct), `steady` has nothing left to poll
   trainer  the bundled trainer, 2 processes under torchrun, its own steps/s figure
+  trainer start (`--only trainer-start`, alone: no Slurm pool) one `python -m train --config
+           tiny-lm` process of 20 steps, whole: wall and CPU (start-up, steps, exit)
 Rounds alternate base, head, base, head...; ratios are head / base per round, then the median
 (below 1 is faster for render and status; above 1 is faster for the trainer).
 
@@ -124,6 +126,16 @@ def trainer_rate(tree: Path, scratch: Path, steps: int) -> float:
     return float(match["rate"])
 
 
+def trainer_start(tree: Path, scratch: Path) -> dict[str, float]:
+    """Wall and CPU seconds of one whole `python -m train` process (20 tiny-lm steps)."""
+    run_dir = scratch / "train-start"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    argv = [str(PYTHON), "-m", "train", "--config", "tiny-lm", "--set", "train.steps=20"]
+    env = tree_env(tree, scratch, JOBKIT_RUN_DIR=str(run_dir), OMP_NUM_THREADS="1")
+    done = run_timed(argv, env=env, cwd=tree, timeout=300)
+    return {"trainer_start_s": done.wall_s, "trainer_start_cpu_s": done.cpu_s}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", type=Path, required=True, help="checkout to compare against")
@@ -135,10 +147,16 @@ def main() -> int:
     parser.add_argument(
         "--recorded", action="store_true", help="no Slurm pool: final states recorded (above)"
     )
-    parser.add_argument("--only", choices=("status",), help="time only the status")
+    parser.add_argument(
+        "--only",
+        choices=("status", "trainer-start"),
+        help="time only the status, or only the trainer's whole process",
+    )
     args = parser.parse_args()
     trees = {"base": args.base.resolve(), "head": HEAD}
     scratch = Path(tempfile.mkdtemp(prefix="jobkit-compare-"))
+    if args.only == "trainer-start":
+        return _compare_trainer_start(trees, scratch, args.rounds, args.out)
     if not args.recorded:
         ensure_pool(args.jobs, 100, args.partition, lambda line: print(line, file=sys.stderr))
     templates: dict[str, Path] = {}
@@ -183,7 +201,36 @@ def main() -> int:
                 for key, value in timed.items():
                     figures[name].setdefault(key, []).append(value)
             print(f"round {round_no} {name}: {json.dumps(timed)}", file=sys.stderr)
-    report: dict[str, object] = {"base": str(trees["base"]), "jobs": args.jobs, "figures": {}}
+    _report(trees, figures, {"jobs": args.jobs}, args.out)
+    shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+def _compare_trainer_start(
+    trees: dict[str, Path], scratch: Path, rounds: int, out: Path | None
+) -> int:
+    """`--only trainer-start`: whole trainer processes, interleaved, round 0 dropped."""
+    figures: dict[str, dict[str, list[float]]] = {n: {} for n in trees}
+    for round_no in range(rounds + 1):
+        for name, tree in trees.items():
+            timed = trainer_start(tree, scratch / name)
+            if round_no:
+                for key, value in timed.items():
+                    figures[name].setdefault(key, []).append(value)
+            print(f"round {round_no} {name}: {json.dumps(timed)}", file=sys.stderr)
+    _report(trees, figures, {}, out)
+    shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+def _report(
+    trees: dict[str, Path],
+    figures: dict[str, dict[str, list[float]]],
+    extra: dict[str, object],
+    out: Path | None,
+) -> None:
+    """Print each measure's medians and paired head/base ratio; write them as JSON to `out`."""
+    report: dict[str, object] = {"base": str(trees["base"]), **extra, "figures": {}}
     print(f"{'measure':24} {'base (median)':>14} {'head (median)':>14} {'head/base':>10}")
     for key in figures["head"]:
         base, head = figures["base"][key], figures["head"][key]
@@ -191,10 +238,8 @@ def main() -> int:
         b, h = stats(key, "", base).median, stats(key, "", head).median
         print(f"{key:24} {b:14.4f} {h:14.4f} {ratio or 0:10.3f}")
         report["figures"][key] = {"base": base, "head": head, "ratio": ratio}  # type: ignore[index]
-    if args.out:
-        args.out.write_text(json.dumps(report, indent=2))
-    shutil.rmtree(scratch, ignore_errors=True)
-    return 0
+    if out:
+        out.write_text(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from train.cli import EXIT_USAGE, _import_torch_quietly, prepare, train_rank
+from train.cli import EXIT_USAGE, prepare, train_rank
+from train.startup import import_torch_quietly
 
 if TYPE_CHECKING:
     from torch import nn
@@ -43,7 +44,7 @@ def fit(
     `step` (`training_step(model, batch) -> scalar tensor`, the model DDP-wrapped, the batch
     on the device, inside autocast) replace what the config names; give loss or step, not both.
     """
-    _import_torch_quietly()
+    import_torch_quietly()
     from train.parts.userstep import UserParts
 
     parts = UserParts(model=model, data=data, val_data=val_data, loss=loss, step=step)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from train.config.load import ConfigError, DistributedConfig, load_config
 from train.env.launch import LaunchEnvError, detect_launch_env
+from train.startup import import_torch_quietly
 
 if TYPE_CHECKING:
     from train.config.load import LoadedConfig
@@ -76,13 +76,6 @@ def _child_argv(args: argparse.Namespace) -> list[str]:
     return [*argv, "--check"] if args.check else argv
 
 
-def _import_torch_quietly() -> None:
-    """Import torch once without its 'Failed to initialize NumPy' warning (no numpy here)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
-        import torch  # noqa: F401
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the trainer or the health check; returns the exit code (0, 1, 2 or 75)."""
     args = _parser().parse_args(argv)
@@ -99,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(prepared, int):
         return prepared
     loaded, env = prepared
-    _import_torch_quietly()
+    import_torch_quietly(for_training=args.spawn is None and not args.check)
     if args.spawn is not None:
         from train.ranks.spawn import run_spawned
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from typing import Any
 
@@ -64,5 +65,22 @@ def make_vector_step(info: dict[str, Any]) -> Step:
     def step(model: nn.Module, batch: Any) -> torch.Tensor:
         inputs, targets = batch
         return F.cross_entropy(model(inputs), targets, reduction="none")
+
+    return step
+
+
+def make_collector_probe_step(info: dict[str, Any]) -> Step:
+    """The bundled step, which first prints whether the garbage collector is on and how many
+    objects are frozen (tests/train/test_startup.py)."""
+    said = False
+
+    def step(model: nn.Module, batch: Any) -> torch.Tensor:
+        nonlocal said
+        if not said:
+            state = "on" if gc.isenabled() else "off"
+            print(f"probe: collector {state}, {gc.get_freeze_count()} frozen", flush=True)
+            said = True
+        inputs, targets = batch
+        return F.cross_entropy(model(inputs).float(), targets)
 
     return step
