@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.cli import Jobkit
+from tests.e2e.cli import Jobkit, poll_cli
 
 STAGES = ("prep", "train", "eval")
 
@@ -56,20 +56,44 @@ def chain_status(jobkit: Jobkit, ids: list[str]) -> list[dict[str, Any]]:
 POLL_S = 3.0
 """Between two `jobkit status` calls of a chain wait. Each call is a Python process, squeue
 and sacct: at one a second, the chain tests' waits were most of CI's ~1,000 CLI calls (about
-0.4 CPU-s each on the loaded 2-core machine; issue 25)."""
+0.4 CPU-s each on the loaded 2-core machine; issue 25). Now most of them run in the test's
+own process (poll_cli), a process only confirming the line."""
 
 
-def wait_chain_line(jobkit: Jobkit, wanted: str, cwd: Path, timeout: float = 480.0) -> str:
-    """`jobkit status` until its chain line reads `wanted`; the whole output then."""
+def wait_chain_line(
+    jobkit: Jobkit, wanted: str, cwd: Path, timeout: float = 480.0, *, note: bool = False
+) -> str:
+    """`jobkit status` until its chain line reads `wanted`; the whole output then, a CLI
+    call's (in between, the same status runs in this process: poll_cli). With `note` the
+    test reads the line status says once, when it marks the chain broken (`kept`): that
+    status must be the CLI's, so every poll is a CLI call."""
     deadline = time.monotonic() + timeout
-    text = ""
-    while time.monotonic() < deadline:
-        done = jobkit.run("status", cwd=cwd)
-        text = done.stdout + done.stderr
+
+    def here() -> str | None:
+        if note:
+            return None
+        done = jobkit.run_here("status", cwd=cwd)
+        return None if done is None or done.returncode != 0 else done.stdout + done.stderr
+
+    def settled(text: str) -> bool:
         if wanted in text:
-            return text
-        time.sleep(POLL_S)
-    raise AssertionError(f"no {wanted!r} after {timeout} s:\n{text}")
+            return True
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"no {wanted!r} after {timeout} s:\n{text}")
+        return False
+
+    def cli() -> str:
+        done = jobkit.run("status", cwd=cwd)
+        return done.stdout + done.stderr
+
+    return poll_cli(
+        cli,
+        here,
+        worth_asking=lambda text: wanted in text,
+        settled=settled,
+        deadline=deadline,
+        poll_s=POLL_S,
+    )
 
 
 def submit_chain(jobkit: Jobkit, specs: list[str], cwd: Path, *options: str) -> list[str]:
@@ -147,7 +171,7 @@ def test_slurm_keep_broken_leaves_the_stage_waiting(
     order = tmp_path / "order.txt"
     specs = write_stages(tmp_path, "slurm", order, failing="train")
     ids = submit_chain(jobkit, specs, workdir, "--keep-broken")
-    text = wait_chain_line(jobkit, "train FAILED -> eval WILL NEVER START", workdir)
+    text = wait_chain_line(jobkit, "train FAILED -> eval WILL NEVER START", workdir, note=True)
     assert "kept (--keep-broken)" in text, text
     record = jobkit.status(ids[2])
     assert record["state"] == "QUEUED", record

@@ -126,13 +126,15 @@ def _await(
 ) -> None:
     """Wait until `ready()` (what the job writes into its folders), polled in-process; `jobkit
     status` only every STATUS_EVERY_S, so that a job that ended without it fails then. (A
-    `jobkit status` every 2 s, ~0.4 CPU-s each, through the queue waits cost tens of CPU-s.)"""
+    `jobkit status` every 2 s, ~0.4 CPU-s each, through the queue waits cost tens of CPU-s.)
+    That status runs in this process (Jobkit.status_here); a CLI call confirms an end."""
     deadline = time.monotonic() + timeout
     asked = time.monotonic()
     while not ready():
         assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
         if time.monotonic() - asked >= STATUS_EVERY_S:
-            record = jobkit.status(job)
+            seen = jobkit.status_here(job)
+            record = jobkit.status(job) if seen is None or State(seen["state"]).is_final else seen
             # Ended: `ready()` now or never (it may have come true since it was asked).
             if State(record["state"]).is_final:
                 assert ready(), (what, record)

@@ -19,7 +19,7 @@ import pytest
 from jobkit.hang.report import HangReport, hang_section
 from jobkit.registry.ids import resolve_jobs
 from jobkit.registry.store import Store
-from tests.e2e.cli import Jobkit
+from tests.e2e.cli import Jobkit, poll_cli
 from tests.e2e.conftest import Figures
 
 HANG_STEP = 200
@@ -66,18 +66,31 @@ def submit(jobkit: Jobkit, spec: Path) -> str:
     return match[1]
 
 
-def wait_stalled(jobkit: Jobkit, job: str, timeout: float) -> dict[str, object]:
+def wait_stalled(jobkit: Jobkit, job: str, timeout: float) -> dict[str, Any]:
     """Poll `jobkit status --json JOB` until it carries "stalled" while training (a loaded
-    machine's slow start-up, over monitor.stall_after's 5 s here, is a stall in setup)."""
+    machine's slow start-up, over monitor.stall_after's 5 s here, is a stall in setup); that
+    record, a CLI call's (in between, the same status runs in this process: poll_cli)."""
     deadline = time.monotonic() + timeout
-    while True:
-        record = jobkit.status(job)
+
+    def stalled_in_training(record: dict[str, Any]) -> bool:
         stalled: Any = record.get("stalled")
-        if stalled and all(rank["phase"] == "train" for rank in stalled["ranks"]):
-            return record
+        return bool(stalled) and all(rank["phase"] == "train" for rank in stalled["ranks"])
+
+    def settled(record: dict[str, Any]) -> bool:
+        if stalled_in_training(record):
+            return True
         assert record["state"] in ("QUEUED", "RUNNING"), record
         assert time.monotonic() < deadline, f"{job} not STALLED after {timeout} s: {record}"
-        time.sleep(1.0)
+        return False
+
+    return poll_cli(
+        lambda: jobkit.status(job),
+        lambda: jobkit.status_here(job),
+        worth_asking=lambda r: stalled_in_training(r) or r["state"] not in ("QUEUED", "RUNNING"),
+        settled=settled,
+        deadline=deadline,
+        poll_s=1.0,
+    )
 
 
 def doctor_hang(jobkit: Jobkit, job: str, monkeypatch: pytest.MonkeyPatch) -> HangReport:

@@ -19,7 +19,6 @@ import pytest
 import yaml
 
 from jobkit.core.units import parse_clock
-from tests.e2e import runs
 from tests.e2e.cli import Jobkit
 
 pytestmark = [pytest.mark.slurm]
@@ -90,8 +89,8 @@ def test_requeued_job_keeps_the_time_it_already_ran(
     job, slurm_id = submitted["jobkit_id"], submitted["scheduler_id"]
     try:
         jobkit.wait_state(job, {"RUNNING"}, timeout=180, poll_s=0.5)
-        runs.wait_for(
-            lambda: (jobkit.status(job)["elapsed_s"] or 0) >= FIRST_RUN_S, 60, "5 s of running"
+        jobkit.wait_status(
+            job, lambda record: (record["elapsed_s"] or 0) >= FIRST_RUN_S, 60, "5 s of running"
         )
         requeued = subprocess.run(
             ["scontrol", "requeue", slurm_id], capture_output=True, text=True, timeout=60
