@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.measure import paired_median, stats
@@ -176,31 +177,29 @@ def main() -> int:
             check=True,
             timeout=1800,
         )
-    figures: dict[str, dict[str, list[float]]] = {n: {} for n in trees}
-    for round_no in range(args.rounds + 1):  # round 0 warms caches up and is dropped
-        for name, tree in trees.items():
-            env = tree_env(tree, scratch / name)
-            home = scratch / name / "home"
-            timed: dict[str, float] = {}
-            if args.only is None:
-                timed["render_s"] = run_timed(
-                    [str(PYTHON), "-m", "jobkit", "render", SPEC], env=env, cwd=tree, timeout=120
-                ).wall_s
-            fresh(templates[name], home)
-            status = [str(PYTHON), "-m", "jobkit", "status"]
-            env_home = {**env, "JOBKIT_HOME": str(home)}
-            first = run_timed(status, env=env_home, cwd=tree, timeout=600, check=False)
-            if not args.recorded:  # recorded: nothing to poll, the first run is a warm-up
-                timed["status_first_s"] = first.wall_s
-            steady = run_timed(status, env=env_home, cwd=tree, timeout=600, check=False)
-            timed["status_steady_s"] = steady.wall_s
-            timed["status_steady_cpu_s"] = steady.cpu_s
-            if args.only is None:
-                timed["trainer_steps_per_s"] = trainer_rate(tree, scratch / name, args.steps)
-            if round_no:
-                for key, value in timed.items():
-                    figures[name].setdefault(key, []).append(value)
-            print(f"round {round_no} {name}: {json.dumps(timed)}", file=sys.stderr)
+
+    def measure(name: str, tree: Path) -> dict[str, float]:
+        env = tree_env(tree, scratch / name)
+        home = scratch / name / "home"
+        timed: dict[str, float] = {}
+        if args.only is None:
+            timed["render_s"] = run_timed(
+                [str(PYTHON), "-m", "jobkit", "render", SPEC], env=env, cwd=tree, timeout=120
+            ).wall_s
+        fresh(templates[name], home)
+        status = [str(PYTHON), "-m", "jobkit", "status"]
+        env_home = {**env, "JOBKIT_HOME": str(home)}
+        first = run_timed(status, env=env_home, cwd=tree, timeout=600, check=False)
+        if not args.recorded:  # recorded: nothing to poll, the first run is a warm-up
+            timed["status_first_s"] = first.wall_s
+        steady = run_timed(status, env=env_home, cwd=tree, timeout=600, check=False)
+        timed["status_steady_s"] = steady.wall_s
+        timed["status_steady_cpu_s"] = steady.cpu_s
+        if args.only is None:
+            timed["trainer_steps_per_s"] = trainer_rate(tree, scratch / name, args.steps)
+        return timed
+
+    figures = _interleaved(trees, args.rounds, measure)
     _report(trees, figures, {"jobs": args.jobs}, args.out)
     shutil.rmtree(scratch, ignore_errors=True)
     return 0
@@ -209,18 +208,27 @@ def main() -> int:
 def _compare_trainer_start(
     trees: dict[str, Path], scratch: Path, rounds: int, out: Path | None
 ) -> int:
-    """`--only trainer-start`: whole trainer processes, interleaved, round 0 dropped."""
-    figures: dict[str, dict[str, list[float]]] = {n: {} for n in trees}
+    """`--only trainer-start`: whole trainer processes, interleaved."""
+    figures = _interleaved(trees, rounds, lambda name, tree: trainer_start(tree, scratch / name))
+    _report(trees, figures, {}, out)
+    shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+def _interleaved(
+    trees: dict[str, Path], rounds: int, measure: Callable[[str, Path], dict[str, float]]
+) -> dict[str, dict[str, list[float]]]:
+    """`measure(name, tree)` for each tree in turn, rounds + 1 times; each tree's figures by
+    key, round 0 (caches warming up) dropped."""
+    figures: dict[str, dict[str, list[float]]] = {name: {} for name in trees}
     for round_no in range(rounds + 1):
         for name, tree in trees.items():
-            timed = trainer_start(tree, scratch / name)
+            timed = measure(name, tree)
             if round_no:
                 for key, value in timed.items():
                     figures[name].setdefault(key, []).append(value)
             print(f"round {round_no} {name}: {json.dumps(timed)}", file=sys.stderr)
-    _report(trees, figures, {}, out)
-    shutil.rmtree(scratch, ignore_errors=True)
-    return 0
+    return figures
 
 
 def _report(

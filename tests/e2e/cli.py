@@ -207,24 +207,12 @@ class Jobkit:
     def wait_state(
         self, job: str, wanted: set[str], timeout: float, poll_s: float = 2.0
     ) -> dict[str, Any]:
-        """Poll `jobkit status --json JOB` until its state is one of `wanted`; that record, a
-        CLI call's (in between, the same status runs in this process: poll_cli)."""
-        deadline = time.monotonic() + timeout
-
-        def settled(record: dict[str, Any]) -> bool:
-            if record["state"] in wanted:
-                return True
-            assert time.monotonic() < deadline, (
-                f"{job} still {record['state']} after {timeout} s, wanted {sorted(wanted)}"
-            )
-            return False
-
-        return poll_cli(
-            lambda: self.status(job),
-            lambda: self.status_here(job),
-            worth_asking=lambda record: record["state"] in wanted,
-            settled=settled,
-            deadline=deadline,
+        """Poll `jobkit status --json JOB` until its state is one of `wanted` (wait_status)."""
+        return self.wait_status(
+            job,
+            lambda record: record["state"] in wanted,
+            timeout,
+            f"a state in {sorted(wanted)}",
             poll_s=poll_s,
         )
 
@@ -236,14 +224,16 @@ class Jobkit:
         what: str,
         poll_s: float = 0.5,
     ) -> dict[str, Any]:
-        """runs.wait_for of `ready(self.status(job))`, its polls in this process (poll_cli):
-        the record that was ready, a CLI call's."""
+        """Poll `jobkit status --json JOB` until `ready(record)`; that record, a CLI call's
+        (in between, the same status runs in this process: poll_cli)."""
         deadline = time.monotonic() + timeout
 
         def settled(record: dict[str, Any]) -> bool:
             if ready(record):
                 return True
-            assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+            assert time.monotonic() < deadline, (
+                f"{job} still {record['state']} after {timeout} s, waiting for {what}"
+            )
             return False
 
         return poll_cli(
