@@ -7,8 +7,8 @@ Those are placed by time: each JUnit report's tests ran one after another, so a 
 is known from the report's start (its timestamp; the time before the first test, collection,
 is taken from the gap between the report's end and its file's time). A process counts for
 the test that was running when it ended, in the reports that could have started it (a Slurm
-job: the Slurm lanes and the tests that need the cluster alone; an ssh or Grid Engine job:
-the lane of the ssh hosts; a local or Podman job: any), shared evenly when two ran then.
+job: the cluster's lanes and the tests that need the cluster alone; an ssh or Grid Engine
+job: the lanes; a local or Podman job: any), shared evenly when two ran then.
 Approximate where two lanes' tests overlap; processes of pytest's own tree are left to their
 test's own figure.
 
@@ -83,9 +83,9 @@ def own_figures(reports: list[Path]) -> Counter[str]:
 def candidates(place: str, lanes: list[str]) -> list[str]:
     """The reports whose tests could have started a process of PLACE."""
     if place == "Slurm job":
-        return [lane for lane in lanes if lane.startswith("cluster-") and lane != "cluster-hosts"]
+        return [lane for lane in lanes if lane.startswith("cluster-")]
     if place in ("ssh", "Grid Engine job"):
-        return [lane for lane in lanes if lane == "cluster-hosts"]
+        return [lane for lane in lanes if lane.startswith("cluster-") and lane != "cluster-alone"]
     return lanes
 
 

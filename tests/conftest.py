@@ -18,6 +18,7 @@ pytest_plugins = [
     "tests.plugins.sge",
     "tests.plugins.invoke",
     "tests.plugins.groups",
+    "tests.plugins.gates",
     "tests.plugins.cpu",
 ]
 

@@ -91,7 +91,7 @@ def test_cpu_by_test_places_job_processes_by_time(tmp_path: Path) -> None:
     """.ci/cpu_by_test.py: a test's own figure (cpu_s) plus the job processes that ended while
     it ran, in the reports that could have started them; pytest's own tree left out."""
     t0 = 1_800_000_000
-    hosts = tmp_path / "cluster-hosts.xml"
+    hosts = tmp_path / "cluster-2.xml"  # the lane with the ssh hosts
     hosts.write_text(
         f'<testsuites><testsuite timestamp="{datetime.fromtimestamp(t0).isoformat()}">'
         '<testcase classname="tests.e2e.test_ssh" name="test_a" time="10">'

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.plugins.groups import balance, recorded_seconds, shard_items, shard_of
+from tests.plugins.groups import balance, lane_items, recorded_seconds, shard_items, shard_of
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,8 +25,15 @@ def collected(*args: str, env: dict[str, str] | None = None) -> list[str]:
         capture_output=True,
         text=True,
         timeout=120,
-        # Without the shard this test itself may run in (.ci/run sets JOBKIT_TEST_SHARD).
-        env={**{k: v for k, v in os.environ.items() if k != "JOBKIT_TEST_SHARD"}, **(env or {})},
+        # Without the shard or lane this test itself may run in (.ci/run sets them).
+        env={
+            **{
+                k: v
+                for k, v in os.environ.items()
+                if k not in ("JOBKIT_TEST_SHARD", "JOBKIT_TEST_LANE")
+            },
+            **(env or {}),
+        },
         check=False,
     )
     assert done.returncode in (0, 5), done.stdout + done.stderr
@@ -41,9 +48,10 @@ def test_a_cluster_marker_or_fixture_makes_a_test_the_clusters() -> None:
     assert others and not set(cluster) & set(others)
 
 
-def test_the_slurm_lanes_and_the_hosts_lane_split_the_cluster_tests() -> None:
-    """.ci/run's lanes: a test that asks for a Slurm fixture is the Slurm lanes' even when
-    unmarked; test_installed needs Slurm and ssh (Slurm lanes); ssh or SGE only: the other."""
+def test_the_lanes_split_the_cluster_tests_and_the_last_has_the_hosts() -> None:
+    """.ci/run's lanes (JOBKIT_TEST_LANE): a test that asks for a Slurm fixture uses the Slurm
+    nodes even when unmarked; test_installed needs Slurm and ssh (a Slurm file); ssh or SGE
+    only: the last lane, whatever the balance."""
     files = [
         "tests/render/test_cpus.py",
         "tests/e2e/test_installed.py",
@@ -55,7 +63,38 @@ def test_the_slurm_lanes_and_the_hosts_lane_split_the_cluster_tests() -> None:
     assert "tests/render/test_cpus.py::test_slurm_gets_the_request" in slurm
     assert "tests/e2e/test_installed.py::test_the_examples_run_from_a_copied_folder" in slurm
     assert hosts and all(test.startswith("tests/backends/test_ssh.py::") for test in hosts)
-    assert sorted(slurm + hosts) == sorted(collected("-m", rest, *files))
+    lanes = [collected("-m", rest, *files, env={"JOBKIT_TEST_LANE": f"{i}/3"}) for i in range(3)]
+    assert sorted(lanes[0] + lanes[1] + lanes[2]) == sorted(slurm + hosts)
+    assert set(hosts) <= set(lanes[2])
+    assert lanes[0] and lanes[1]  # the two Slurm files, one a lane (the hosts' lane is full)
+
+
+def test_the_last_lane_takes_fewer_slurm_files_after_the_hosts_tests() -> None:
+    """lane_items: the ssh and Grid Engine tests' seconds come first in the last lane; the
+    Slurm files are balanced over every lane from there, whole files."""
+    items = [
+        Stand(Path("h.py"), "h.py::t1", ("cluster", "ssh")),
+        Stand(Path("h.py"), "h.py::t2", ("cluster", "sge")),
+        Stand(Path("a.py"), "a.py::t", ("cluster", "slurm")),
+        Stand(Path("b.py"), "b.py::t1", ("cluster", "slurm")),
+        Stand(Path("b.py"), "b.py::t2", ("cluster", "pbs")),
+        Stand(Path("c.py"), "c.py::t", ("cluster", "slurm")),
+        Stand(Path("d.py"), "d.py::t", ("cluster", "pbs")),
+    ]
+    seconds = {
+        "h.py::t1": 60.0, "h.py::t2": 30.0,  # the hosts' lane starts at 90 s
+        "a.py::t": 100.0, "b.py::t1": 50.0, "b.py::t2": 30.0, "c.py::t": 70.0, "d.py::t": 40.0,
+    }  # fmt: skip
+    lanes = [lane_items(items, i, 3, seconds) for i in range(3)]
+    kept = [[item.nodeid for item in keep] for keep, _ in lanes]
+    # a (100) -> lane 0; b (80) -> 1; c (70) -> 1 (80 < 90); d (40) -> 2 (90 + 40)
+    assert kept == [
+        ["a.py::t"],
+        ["b.py::t1", "b.py::t2", "c.py::t"],
+        ["h.py::t1", "h.py::t2", "d.py::t"],
+    ]
+    for keep, left in lanes:
+        assert sorted(i.nodeid for i in keep + left) == sorted(i.nodeid for i in items)
 
 
 def test_shards_split_by_whole_files_and_cover_everything() -> None:
@@ -79,6 +118,7 @@ def test_balance_puts_the_heaviest_first_on_the_lightest_shard() -> None:
     assert placed == {"a": 0, "b": 1, "c": 1, "d": 0, "e": 1}
     assert loads == [14.0, 12.0]
     assert balance({"x": 1.0, "y": 1.0}, 3) == {"x": 0, "y": 1}  # ties: by name, lowest shard
+    assert balance(weights, 2, head=[20.0]) == {"a": 1, "b": 1, "c": 1, "d": 0, "e": 1}
 
 
 @dataclass

@@ -342,6 +342,7 @@ def test_status_script_reports_everything_up(slurm_cluster: SlurmCluster) -> Non
 @pytest.mark.pbs
 @pytest.mark.ssh
 @pytest.mark.cluster_alone  # up.sh (under CI=true it clears leftover jobs)
+@pytest.mark.hosts_alone  # ... of Grid Engine too, and reconfigures its queue
 def test_up_again_is_harmless_and_keeps_every_daemon(slurm_cluster: SlurmCluster) -> None:
     before = {daemon: slurm_cluster.pid(daemon) for daemon in slurm_cluster.pid_files}
     assert all(before.values()), before

@@ -100,6 +100,7 @@ def test_unknown_daemon_is_refused_with_the_list(cluster: SlurmCluster) -> None:
     assert "unknown daemon 'nosuchd'" in done.stderr and "slurmctld" in done.stderr
 
 
+@pytest.mark.hosts_alone  # the ssh hosts' tests use this sshd (tests/plugins/gates.py)
 def test_status_says_which_daemon_is_down(cluster: SlurmCluster) -> None:
     cluster.ctl("stop", "sshd")
 

@@ -39,6 +39,7 @@ from jobkit.container.words import BindMount, Inputs, trainer_packages
 from jobkit.core.paths import templates_dir
 from jobkit.core.states import State
 from jobkit.provenance.image import listing_digest
+from tests.cluster import image_build
 from tests.e2e import runs
 from tests.e2e.cli import JOBKIT, Jobkit, _submission, trainer_sets
 from tests.provenance.repo import git, make_repo
@@ -63,6 +64,13 @@ def _missing(what: str) -> None:
     if os.environ.get("JOBKIT_REQUIRE_CLUSTER") == "1":
         pytest.fail(why)
     pytest.skip(why)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _image_built() -> None:
+    """Every test here runs Podman or Charliecloud (installed with the image) or the image:
+    wait for .ci/run's build of it (tests/cluster/image_build.py)."""
+    image_build.wait()
 
 
 @pytest.fixture(scope="module")

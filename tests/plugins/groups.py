@@ -84,10 +84,13 @@ def recorded_seconds(path: Path = DURATIONS) -> dict[str, float]:
         return {}
 
 
-def balance(weights: Mapping[str, float], shards: int) -> dict[str, int]:
+def balance(
+    weights: Mapping[str, float], shards: int, head: Sequence[float] = ()
+) -> dict[str, int]:
     """Unit -> shard: the heaviest unit first, each to the lightest shard so far (ties to the
-    lowest shard; units of equal weight in name order, so every process agrees)."""
-    load = [0.0] * shards
+    lowest shard; units of equal weight in name order, so every process agrees). HEAD: the
+    seconds some shards carry before any unit (the hosts lane's own tests)."""
+    load = [float(x) for x in head] + [0.0] * (shards - len(head))
     placed: dict[str, int] = {}
     for unit in sorted(weights, key=lambda u: (-weights[u], u)):
         shard = min(range(shards), key=lambda s: (load[s], s))
@@ -103,21 +106,74 @@ def shard_items(
 
     A unit is a test file; every file with a `preemption` test belongs to one unit.
     """
+    units = _units(items)
+    placed = _placed_units(items, shards, seconds)
+    kept = [item for item in items if placed[units[str(item.path)]] == shard]
+    left = [item for item in items if placed[units[str(item.path)]] != shard]
+    return kept, left
+
+
+def uses_slurm_nodes(item: pytest.Item) -> bool:
+    """True when ITEM's jobs wait for the two Slurm nodes (Slurm itself, or PBS through
+    Slurm's Torque wrappers); False for the tests of the ssh hosts and Grid Engine only."""
+    return any(item.get_closest_marker(name) is not None for name in ("slurm", "pbs"))
+
+
+def lane_items(
+    items: Sequence[pytest.Item],
+    lane: int,
+    lanes: int,
+    seconds: Mapping[str, float],
+    head_start: float = 0.0,
+) -> tuple[list[pytest.Item], list[pytest.Item]]:
+    """(kept, left out) of the cluster's tests ITEMS for lane LANE of LANES.
+
+    The last lane holds every test of the ssh hosts and Grid Engine only (they never queue
+    for the Slurm nodes) and, after their seconds, its share of the Slurm nodes' test files;
+    the other lanes share the rest of those files. Files balanced as in shard_items. That lane
+    starts HEAD_START seconds before the others (.ci/run: beside the cluster-alone tests,
+    tests/plugins/gates.py).
+    """
+    slurm = [item for item in items if uses_slurm_nodes(item)]
+    hosts = [item for item in items if not uses_slurm_nodes(item)]
+    cluster_default = _median_cluster_seconds(items, seconds)
+    head = [0.0] * lanes
+    hosts_seconds = sum(seconds.get(item.nodeid, cluster_default) for item in hosts)
+    head[-1] = max(0.0, hosts_seconds - head_start)
+    placed = _placed_units(slurm, lanes, seconds, head)
+    units = _units(slurm)
+    mine = {id(item) for item in slurm if placed[units[str(item.path)]] == lane}
+    if lane == lanes - 1:
+        mine.update(id(item) for item in hosts)
+    kept = [item for item in items if id(item) in mine]
+    left = [item for item in items if id(item) not in mine]
+    return kept, left
+
+
+def _units(items: Sequence[pytest.Item]) -> dict[str, str]:
+    """File -> unit: every file with a `preemption` test belongs to one unit."""
     preempting = {str(item.path) for item in items if item.get_closest_marker("preemption")}
-    units = {
+    return {
         str(item.path): PREEMPTION_UNIT if str(item.path) in preempting else str(item.path)
         for item in items
     }
+
+
+def _placed_units(
+    items: Sequence[pytest.Item],
+    shards: int,
+    seconds: Mapping[str, float],
+    head: Sequence[float] = (),
+) -> dict[str, int]:
+    """Unit -> shard for ITEMS, weighed by their recorded seconds."""
+    units = _units(items)
     weights: dict[str, float] = {}
     cluster_default = _median_cluster_seconds(items, seconds)
     for item in items:
         unit = units[str(item.path)]
         unlisted = cluster_default if item.get_closest_marker("cluster") else DEFAULT_SECONDS
         weights[unit] = weights.get(unit, 0.0) + seconds.get(item.nodeid, unlisted)
-    placed = balance(weights, shards)
-    kept = [item for item in items if placed[units[str(item.path)]] == shard]
-    left = [item for item in items if placed[units[str(item.path)]] != shard]
-    return kept, left
+    return balance(weights, shards, head)
 
 
 def _median_cluster_seconds(items: Sequence[pytest.Item], seconds: Mapping[str, float]) -> float:
@@ -131,8 +187,20 @@ def _median_cluster_seconds(items: Sequence[pytest.Item], seconds: Mapping[str, 
     return known[len(known) // 2] if known else DEFAULT_SECONDS
 
 
+_head_start_s = 0.0
+"""Recorded seconds of the cluster-alone tests that run while the hosts' lane runs (all but
+the `hosts_alone` ones): how much earlier that lane starts (lane_items)."""
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    global _head_start_s
+    seconds = recorded_seconds()
+    _head_start_s = sum(
+        seconds.get(item.nodeid, 0.0)
+        for item in items
+        if item.get_closest_marker("cluster_alone") and not item.get_closest_marker("hosts_alone")
+    )
     for item in items:
         if needs_cluster(item):
             item.add_marker(pytest.mark.cluster)
@@ -143,12 +211,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
 def pytest_collection_modifyitems_shard(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """After `-m` and `-k` chose: keep this process's shard (JOBKIT_TEST_SHARD=I/N)."""
-    wanted = os.environ.get("JOBKIT_TEST_SHARD")
-    if not wanted:
+    """After `-m` and `-k` chose: keep this process's shard (JOBKIT_TEST_SHARD=I/N) or, of
+    the cluster's tests, its lane (JOBKIT_TEST_LANE=I/N: lane_items)."""
+    shard = os.environ.get("JOBKIT_TEST_SHARD")
+    lane = os.environ.get("JOBKIT_TEST_LANE")
+    if not shard and not lane:
         return
-    shard, shards = shard_of(wanted)
-    kept, left = shard_items(items, shard, shards, recorded_seconds())
+    if lane:
+        kept, left = lane_items(items, *shard_of(lane), recorded_seconds(), _head_start_s)
+    else:
+        kept, left = shard_items(items, *shard_of(str(shard)), recorded_seconds())
     if left:
         config.hook.pytest_deselected(items=left)
     items[:] = kept

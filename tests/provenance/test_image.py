@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 
 from jobkit.provenance.image import container_image, listing_digest
+from tests.cluster import image_build
 
 PODMAN_IMAGE = "localhost/jobkit-torch:test"
 
 
 def test_podmans_digest_is_the_one_podman_reports() -> None:
+    image_build.wait()  # .ci/run builds the image beside the tests
     inspect = ["podman", "image", "inspect", "--format", "{{.Digest}}", PODMAN_IMAGE]
     done = subprocess.run(inspect, capture_output=True, text=True, check=False, timeout=60)
     if done.returncode != 0:
