@@ -176,6 +176,23 @@ def test_the_tests_that_stop_daemons_need_the_cluster_alone() -> None:
     }
 
 
+def test_the_files_ci_collects_for_the_cluster_alone_tests_hold_them_all() -> None:
+    """.ci/run collects only the test files that hold the marker's name for that phase (its
+    grep): every test with the marker is in one of them (no conftest or plugin gives it)."""
+    marked = collected("-m", "cluster_alone", "tests")
+    pattern = "mark." + "cluster_alone"  # as .ci/run greps it (not written here as one word)
+    grep = subprocess.run(
+        ["grep", "-rl", "--include=test_*.py", pattern, "tests"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert marked
+    assert {test.split("::")[0] for test in marked} == set(grep.stdout.split())
+
+
 def test_durations_table_is_read_and_written(tmp_path: Path) -> None:
     table = recorded_seconds()
     assert table, "tests/plugins/durations.json lists the slow tests"

@@ -257,6 +257,8 @@ main() {
     jk_require_root
     jk_check_dir
     install_packages
+    # --packages: only the Debian packages (.ci/run installs the image's after them).
+    if [[ ${1:-} == --packages ]]; then return 0; fi
     jk_lock
     make_folders
     make_secrets

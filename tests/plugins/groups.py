@@ -11,9 +11,11 @@ run beside:
 - `preemption`: its jobs preempt, or are preempted by, jobs of another partition (norequeue,
   urgent). All such tests are kept in one shard, so they run one after the other.
 Every other cluster test tolerates other jobs in the queue (the cluster is shared: the tests
-wait for a place). .ci/run runs those that use the two Slurm nodes (marker `slurm` or `pbs`,
-also given by their fixtures) in JOBKIT_CI_CLUSTER_LANES processes at once, and those that use
-only the ssh hosts and Grid Engine in one process beside them.
+wait for a place). .ci/run runs them in JOBKIT_CI_CLUSTER_LANES processes at once
+(JOBKIT_TEST_LANE=I/N, lane_items): the test files that use the two Slurm nodes (marker `slurm`
+or `pbs`, also given by their fixtures) balanced over the lanes, and every test that uses only
+the ssh hosts and Grid Engine in the last lane, which starts beside the cluster-alone tests
+(tests/plugins/gates.py) and so takes fewer Slurm files.
 
 JOBKIT_TEST_SHARD=I/N keeps one of N shards of the selected tests: whole test files (so a
 module's fixtures are built once), balanced by their recorded seconds (tests/plugins/
