@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e import installed_venv
 from tests.e2e.cli import Jobkit
 
 Figures = Callable[..., None]
@@ -40,3 +41,13 @@ def figures(request: pytest.FixtureRequest) -> Figures:
                 sink.write(json.dumps(line, default=str) + "\n")
 
     return record
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """test_installed's venv takes a minute or two of pip: built beside the tests before it."""
+    if any(item.nodeid.startswith(installed_venv.TEST_FILE + "::") for item in session.items):
+        installed_venv.start(session.config)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    installed_venv.finish(session.config)

@@ -12,21 +12,20 @@ two threads on the two busy cores, ~0.4 CPU-s more a step and rank).
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.e2e import installed_venv
 from tests.e2e.cli import REPO
+from tests.e2e.installed_venv import clean_env as _clean_env
 
 pytestmark = [pytest.mark.slurm, pytest.mark.pbs, pytest.mark.ssh, pytest.mark.slow]
 
-CONSTRAINTS = REPO / ".ci" / "constraints.txt"
 STEPS = 10
 SETS = [
     "--set",
@@ -44,38 +43,24 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> str
     return done.stdout
 
 
-def _clean_env(home: Path) -> dict[str, str]:
-    """The user's shell: no virtualenv active, no Python variables, a registry of its own."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("PYTHON", "VIRTUAL_ENV", "CONDA_", "SLURM_", "PBS_", "JOBKIT_"))
-    }
-    env["JOBKIT_HOME"] = str(home)
-    env["JOBKIT_TEMPLATE_CACHE"] = "off"
-    return env
-
-
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def installed(request: pytest.FixtureRequest) -> Path:
     """A fresh venv (no system site packages) with the built wheel and its `all` extra: the
-    README's install line, which gives every verb its full feature."""
-    root = tmp_path_factory.mktemp("installed")
-    env = _clean_env(root / "home")
-    venv = root / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)], root, env, 120)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "-q"]
-    started = time.monotonic()
-    _run([*pip, "wheel", "--no-deps", "-w", str(root / "dist"), str(REPO)], root, env, 600)
-    (wheel,) = (root / "dist").glob("jobkit-*.whl")
-    # --no-compile: byte-compiling every module of torch, numpy and matplotlib up front costs
-    # a minute of CPU on the 2-core CI machine; what the examples import is compiled then.
-    _run([*pip, "install", "--no-compile", "-c", str(CONSTRAINTS), f"{wheel}[all]"], root, env, 900)
-    print(f"wheel built and installed with torch in {time.monotonic() - started:.0f} s")
+    README's install line, which gives every verb its full feature. Built in the background
+    from the start of the session (tests/e2e/installed_venv.py), awaited here."""
+    build = installed_venv.started(request.config)
+    venv = build.venv()
+    print(f"wheel built and installed with torch in {build.seconds():.0f} s")
     # `jobkit plot` (matplotlib, plotext) and doctor's stacks of a hung job (py-spy next to
     # the job's Python: docs/hangs.md) work without a second install.
     assert (venv / "bin" / "py-spy").is_file()
-    _run([str(venv / "bin" / "python"), "-c", "import matplotlib, plotext, torch"], root, env, 120)
+    env = _clean_env(build.root / "home")
+    _run(
+        [str(venv / "bin" / "python"), "-c", "import matplotlib, plotext, torch"],
+        build.root,
+        env,
+        120,
+    )
     return venv
 
 

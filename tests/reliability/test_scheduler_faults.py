@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -150,9 +151,13 @@ def test_status_while_slurmctld_is_down(
     slurm_jobs.append(held["scheduler_id"])
     assert status_json(jobkit)[held["jobkit_id"]]["state"] == "HELD"
     before = rows(jobkit_home)
-    with outage("slurmctld"):
-        done = run_jobkit("status", cwd=workdir)
-        detail = run_jobkit("status", held["jobkit_id"], "--json", cwd=workdir)
+    with outage("slurmctld"), ThreadPoolExecutor(2) as pool:
+        # Both at once (two users' terminals): each waits for squeue to give up (~15 s).
+        asked = [
+            pool.submit(run_jobkit, "status", cwd=workdir),
+            pool.submit(run_jobkit, "status", held["jobkit_id"], "--json", cwd=workdir),
+        ]
+        done, detail = (answer.result() for answer in asked)
         after = rows(jobkit_home)
     assert done.returncode == 3 and detail.returncode == 3
     for stderr in (done.stderr, detail.stderr):
