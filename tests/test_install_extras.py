@@ -29,5 +29,5 @@ def test_the_readme_quickstart_and_installed_test_install_all() -> None:
     lines = re.findall(r"^pip install '/path/to/jobkit\[([^\]]+)\]'", readme, re.M)
     assert lines == ["all"], lines
     assert "bash .ci/venv.sh all\n" in (REPO / ".ci" / "quickstart").read_text()
-    installed = (REPO / "tests" / "e2e" / "test_installed.py").read_text()
+    installed = (REPO / "tests" / "e2e" / "installed_venv.py").read_text()  # test_installed's
     assert 'f"{wheel}[all]"' in installed

@@ -11,10 +11,17 @@ from __future__ import annotations
 
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 POLL_S = 2.0
+HELD_AT_LEAST_S = 3.0
+"""A held job is released only this long after it was first seen held. Slurm revokes the
+credentials of a requeued job's run at the moment of the requeue, to the second; a new
+launch in that same second is refused ("Killing non-startable batch JobId=N: Job credential
+revoked", the job then FAILED with exit code 1: seen in CI when a job that requeued itself
+was released 0.4 s later). The hold exists for that; a few seconds of it are enough."""
 
 
 def _held(job_ids: list[str]) -> list[str]:
@@ -36,13 +43,22 @@ def skipped(
     entry per release)."""
     released: list[str] = []
     done = threading.Event()
+    first_seen: dict[str, float] = {}
 
     def release() -> None:
         while not done.wait(POLL_S):
             ids = job_ids()
             if not ids:
                 continue
-            for job in _held(ids):
+            held = _held(ids)
+            for job in list(first_seen):
+                if job not in held:
+                    del first_seen[job]  # started (or gone): a later hold is a new one
+            for job in held:
+                seen = first_seen.setdefault(job, time.monotonic())
+                if time.monotonic() - seen < HELD_AT_LEAST_S:
+                    continue
+                del first_seen[job]
                 if seen_held is not None:
                     seen_held(job)
                 moved = subprocess.run(
