@@ -188,3 +188,38 @@ def test_resources_time_stops_the_job_at_its_limit_as_timeout(
     assert "jobkit: time limit 00:00:03" in out
     err = Path(job["log_paths"]["err"]).read_text()
     assert "jobkit: time limit (resources.time) reached: stopping every host" in err
+
+
+def test_what_the_program_leaves_running_is_stopped_and_named_when_the_host_ends(
+    jobkit: Jobkit,
+) -> None:
+    """A process the program started in a session of its own (as torchrun starts its workers)
+    and that ignores SIGTERM does not outlive the job: once the host's program has ended the
+    host finds it by the job's environment, says so, and kills it; the job keeps its code."""
+    orphan = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+    leaver = [
+        "python3",
+        "-c",
+        "import subprocess, sys;"
+        f" subprocess.Popen([sys.executable, '-c', {orphan!r}], start_new_session=True)",
+    ]
+    path = jobkit.workdir / "leaver.yaml"
+    spec = {
+        "name": "leaver",
+        "backend": "local",
+        "launch": {"launcher": "none"},
+        "run": {"command": leaver},
+    }
+    path.write_text(json.dumps(spec))
+    job = jobkit.submit(path.name)
+    job_id = job["jobkit_id"]
+    deadline = time.monotonic() + 60
+    while (state := jobkit.status(job_id))["state"] in ("PENDING", "RUNNING"):
+        assert time.monotonic() < deadline, state
+        time.sleep(0.3)
+    assert state["state"] == "SUCCEEDED", state
+    assert processes.with_environment("JOBKIT_JOB_ID", job_id) == []
+    node_out = (Path(job["log_paths"]["run_dir"]) / "node-0.out").read_text()
+    line = "jobkit: host 0: stopping 1 process(es) its launcher left running (pid "
+    assert line in node_out, node_out
+    assert "still running after SIGKILL" not in node_out

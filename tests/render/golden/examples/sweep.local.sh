@@ -236,7 +236,48 @@ jobkit_node() {
   echo "$pid" >"$pgid_file"
   wait "$pid" || rc=$?
   rm -f -- "$pgid_file"
+  jobkit_kill_leftovers "$rank"
   return "$rc"
+}
+
+# jobkit_kill_leftovers I: stop what host I's launcher left running once it has ended. torchrun
+# starts its workers in sessions of their own; stopped while it is starting them, it exits
+# without them, and a worker that ignores SIGTERM would outlive the job. They are found by the
+# job's variables in their environment (this script's shells, started before
+# JOBKIT_NODE_INDEX was exported, do not carry it), named on the host's output, sent SIGTERM
+# and, 3 s later, SIGKILL.
+jobkit_kill_leftovers() {
+  local left i
+  left=$(jobkit_leftovers "$1")
+  [[ -n "$left" ]] || return 0
+  echo "jobkit: host $1: stopping $(wc -w <<<"$left") process(es) its launcher left running (pid" $left")"
+  # shellcheck disable=SC2086 # one word a pid
+  kill -s TERM $left 2>/dev/null || true
+  for (( i = 0; i < 30; i++ )); do
+    sleep 0.1
+    left=$(jobkit_leftovers "$1")
+    [[ -n "$left" ]] || return 0
+  done
+  # shellcheck disable=SC2086
+  kill -s KILL $left 2>/dev/null || true
+  for (( i = 0; i < 20; i++ )); do
+    sleep 0.1
+    left=$(jobkit_leftovers "$1")
+    [[ -n "$left" ]] || return 0
+  done
+  echo "jobkit: host $1: still running after SIGKILL: pid" $left >&2
+}
+
+# jobkit_leftovers I: the pids of this job's processes on host I, but this shell's.
+jobkit_leftovers() {
+  local p
+  for p in $(grep -lzxF -- "JOBKIT_JOB_ID=$JOBKIT_JOB_ID" /proc/[0-9]*/environ 2>/dev/null \
+    | cut -d/ -f3 || true); do
+    if [[ "$p" != "$$" && "$p" != "$BASHPID" ]] \
+      && grep -qzxF -- "JOBKIT_NODE_INDEX=$1" "/proc/$p/environ" 2>/dev/null; then
+      echo "$p"
+    fi
+  done
 }
 
 # jobkit_node_script I: bash code that runs jobkit_node I on any host, carrying this job's
@@ -253,7 +294,8 @@ jobkit_node_script() {
     printf 'export CUDA_VISIBLE_DEVICES=%q\n' "$jobkit_slot_gpus"
   fi
   declare -p jobkit_sweep_args
-  declare -f jobkit_pgid_file jobkit_node
+  declare -f jobkit_pgid_file jobkit_node jobkit_kill_leftovers \
+    jobkit_leftovers
   echo "jobkit_node $1 </dev/null"
 }
 
