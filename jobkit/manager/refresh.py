@@ -9,6 +9,7 @@ shown come back in `result.failures`, for the caller to warn about.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from jobkit.backends.base import Observation
 from jobkit.backends.registry import BackendUnavailable, get_backend
 from jobkit.core import lifecycle
+from jobkit.core.conventions import EXIT_CODE_FILE
 from jobkit.core.errors import JobkitError, SchedulerError
 from jobkit.core.lifecycle import (
     FINAL_EXIT_WAIT_S,
@@ -143,9 +145,19 @@ def wait_settled(record: JobRecord, now: float) -> bool:
     return lifecycle.settled(record, now)
 
 
+END_LOOK_S = 0.5
+"""How often a waiter looks at the job's exit_code file between polls (a stat of one file)."""
+
+
 @dataclass
 class Waiter:
-    """Polls one job with backoff and reports each state change; used by `submit --wait`."""
+    """Polls one job with backoff and reports each state change; used by `submit --wait`.
+
+    Between polls it looks at the run folder's exit_code file, which the job script writes
+    as its last act: when the file appears or changes, it polls at once and from then on
+    often again, so a job that ended is seen within about a second, not at the end of a
+    backoff of up to `max_interval_s` (docs/logs.md "Waiting for the end").
+    """
 
     store: Store
     jobkit_id: str
@@ -157,13 +169,17 @@ class Waiter:
     _next_poll: float = 0.0
     _last: tuple[str, str | None] | None = None
     _unknown_since: float | None = None
+    _exit_mark: tuple[int, int, int] | None = None
 
     def check(self) -> JobRecord:
-        """Poll now (if due) and return the latest record."""
+        """Poll now (if due, or if the exit_code file changed) and return the latest record."""
         record = self.store.get(self.jobkit_id)
         now = time.monotonic()
-        if now < self._next_poll:
+        mark = _exit_file_mark(record)
+        ended = mark is not None and mark != self._exit_mark
+        if now < self._next_poll and not ended:
             return record
+        self._exit_mark = mark
         result = refresh(self.store, [record])
         record = result.records[0]
         for failure in result.failures:
@@ -173,6 +189,7 @@ class Waiter:
         if changed:
             self._last = key
             self.on_change(record)
+        if changed or ended:
             self._interval = self.min_interval_s
         else:
             self._interval = min(
@@ -193,8 +210,21 @@ class Waiter:
         return wait_settled(record, time.time())
 
     def sleep_until_due(self) -> None:
-        """Sleep until the next poll is due."""
-        time.sleep(max(self._next_poll - time.monotonic(), 0.0))
+        """Sleep until the next poll is due, or the next look at the exit_code file."""
+        time.sleep(min(max(self._next_poll - time.monotonic(), 0.0), END_LOOK_S))
+
+
+def _exit_file_mark(record: JobRecord) -> tuple[int, int, int] | None:
+    """The run folder's exit_code file as (inode, size, mtime), or None while there is none
+    (an array's folder is a pattern: none)."""
+    run_dir = record.run_dir
+    if not run_dir or record.is_array:
+        return None
+    try:
+        found = os.stat(os.path.join(run_dir, EXIT_CODE_FILE))
+    except OSError:
+        return None
+    return (found.st_ino, found.st_size, found.st_mtime_ns)
 
 
 def wait_for(
