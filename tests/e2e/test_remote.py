@@ -433,13 +433,40 @@ def _wait_for_reader(fifo: Path, timeout: float) -> int:
 
 
 def _recent_job_ids(count: int) -> list[str]:
+    """`count` plain jobs of the accounting, not the 10 newest (those may still run). The
+    lanes' other tests made them; where they made too few so far (a fresh cluster, this test
+    early in its lane), the missing ones are made: each cancelled as soon as it is submitted
+    (CANCELLED, or COMPLETED where it ran `true` first). A held job would not do: accounting
+    lists a job by its time window only once it was eligible to start."""
+    ids = _accounted_ids()
+    missing = count + 10 - len(ids)
+    if missing > 0:
+        made = [_cancelled_job() for _ in range(missing)]
+        runs.wait_for(
+            lambda: set(made) <= set(_accounted_ids()), 60, f"the {missing} cancelled jobs in sacct"
+        )
+        ids = _accounted_ids()
+    return ids[-count - 10 : -10]
+
+
+def _accounted_ids() -> list[str]:
+    """The plain jobs (no arrays) sacct holds from the last week, oldest first."""
     done = subprocess.run(
         ["sacct", "-X", "-n", "-P", "-o", "JobID", "--starttime=now-7days"],
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
-    ids = [line for line in dict.fromkeys(done.stdout.split()) if line.isdigit()]  # plain jobs
-    assert len(ids) >= count, f"accounting holds only {len(ids)} jobs"
-    return ids[-count - 10 : -10]  # not the newest: those may still run
+    return [line for line in dict.fromkeys(done.stdout.split()) if line.isdigit()]
+
+
+def _cancelled_job() -> str:
+    """The Slurm id of a one-line job cancelled as soon as it was submitted."""
+    done = subprocess.run(
+        ["sbatch", "--parsable", "-J", "accounted", "-o", "/dev/null", "--wrap", "true"],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    job = done.stdout.strip().split(";")[0]
+    subprocess.run(["scancel", job], check=True, timeout=60)
+    return job
 
 
 def _kill_master(laptop: Laptop) -> None:
