@@ -17,6 +17,7 @@ pytest_plugins = [
     "tests.plugins.cluster",
     "tests.plugins.sge",
     "tests.plugins.invoke",
+    "tests.plugins.claims",  # before groups, which imports it
     "tests.plugins.groups",
     "tests.plugins.gates",
     "tests.plugins.cpu",

@@ -319,3 +319,85 @@ def test_slowest_lists_the_tests_that_used_the_most_cpu(tmp_path: Path) -> None:
     seconds, test = lines[cpu_at + 1].split()
     assert test == "test_burn::test_burns" and 1.4 <= float(seconds) <= 3.0, lines
     assert len(lines) == cpu_at + 2, lines
+
+
+CLAIMED_TEST = """\
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.{marker}
+LOG = Path(os.environ["CLAIMS_LOG"])
+
+
+def note(what: str) -> None:
+    with LOG.open("a") as log:
+        log.write(f"{{os.environ['JOBKIT_TEST_LANE']}} {{what}}\\n")
+
+
+@pytest.fixture(scope="module")
+def built() -> str:
+    note("setup {name}")
+    return "{name}"
+
+
+@pytest.mark.parametrize("n", range({count}))
+def test_it(built: str, n: int, request: pytest.FixtureRequest) -> None:
+    note(request.node.nodeid)
+    time.sleep(0.2)
+"""
+
+
+def test_lanes_that_claim_run_every_file_once_whole_and_the_hosts_in_the_last(
+    tmp_path: Path,
+) -> None:
+    """Three real pytest processes with tests/plugins/claims.py on a made-up suite: every
+    test runs once, a file's tests in one lane with its module fixture built once, the ssh
+    file in the last lane; each lane reports what the others ran as deselected."""
+    files = {"a.py": ("slurm", 2), "b.py": ("pbs", 1), "c.py": ("slurm", 3), "h.py": ("ssh", 2)}
+    for name, (marker, count) in files.items():
+        text = CLAIMED_TEST.format(marker=marker, name=name, count=count)
+        (tmp_path / f"test_{name}").write_text(text)
+    log, claims = tmp_path / "ran.log", tmp_path / "claims"
+    plugins = ("claims", "groups", "gates")  # claims first: groups imports it
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    argv += [word for name in plugins for word in ("-p", f"tests.plugins.{name}")]
+    argv += ["-W", "ignore::pytest.PytestUnknownMarkWarning"]
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("JOBKIT_TEST_")},
+        "PYTHONPATH": str(REPO),
+        "CLAIMS_LOG": str(log),
+        "JOBKIT_TEST_CLAIMS": str(claims),
+    }
+    lanes = [
+        subprocess.Popen(
+            argv,
+            cwd=tmp_path,
+            env={**env, "JOBKIT_TEST_LANE": f"{i}/3"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in range(3)
+    ]
+    outputs = [lane.communicate(timeout=120)[0] for lane in lanes]
+    assert [lane.returncode for lane in lanes] == [0, 0, 0], outputs
+    ran = [line.split(" ", 1) for line in log.read_text().splitlines()]
+    tests = [(lane, what) for lane, what in ran if not what.startswith("setup ")]
+    every = [
+        f"test_{name}::test_it[{n}]" for name, (_, count) in files.items() for n in range(count)
+    ]
+    assert sorted(what for _, what in tests) == sorted(every)  # each once
+    lane_of = {what.split("::")[0]: lane for lane, what in tests}
+    for lane, what in tests:
+        assert lane_of[what.split("::")[0]] == lane, ran  # a file whole in one lane
+    setups = sorted(what for _, what in ran if what.startswith("setup "))
+    assert setups == sorted(f"setup {name}" for name in files)  # once a file
+    assert lane_of["test_h.py"] == "2/3"
+    for index, output in enumerate(outputs):
+        count = sum(1 for lane, _ in tests if lane == f"{index}/3")
+        assert f"{count} passed" in output and f"{8 - count} deselected" in output, output
+    notes = sorted(path.read_text() for path in claims.iterdir())
+    assert len(notes) == 3 and all(note.startswith("lane ") for note in notes), notes

@@ -44,7 +44,10 @@ def figures(request: pytest.FixtureRequest) -> Figures:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """test_installed's venv takes a minute or two of pip: built beside the tests before it."""
+    """test_installed's venv takes a minute or two of pip: built beside the tests before it
+    (not for a --collect-only, which would wait for it to end)."""
+    if session.config.option.collectonly:
+        return
     if any(item.nodeid.startswith(installed_venv.TEST_FILE + "::") for item in session.items):
         installed_venv.start(session.config)
 

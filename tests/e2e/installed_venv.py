@@ -5,7 +5,8 @@ outside it (no system site packages), as the README's install line does: a minut
 of pip on the 2-core CI machine that needs no cluster. tests/e2e/conftest.py starts the build
 when the session's collection selected test_installed (once the Slurm gate of
 tests/plugins/gates.py is open, so that it never slows the tests that need the cluster
-alone); the test's fixture waits for it and fails with pip's own output when it failed.
+alone; in .ci/run, whose lane 0 runs it first as that gate opens, once the hosts' gate is:
+start); the test's fixture waits for it and fails with pip's own output when it failed.
 """
 
 from __future__ import annotations
@@ -108,8 +109,11 @@ class Build:
 
 
 def start(config: pytest.Config) -> Build:
-    """Start this session's build (after the Slurm gate, when there is one)."""
-    gate = os.environ.get("JOBKIT_TEST_SLURM_GATE")
+    """Start this session's build: after the Slurm gate, when there is one; in a lane that
+    claims its files (tests/plugins/claims.py: lane 0 runs test_installed first, as soon as
+    the Slurm gate opens) after the hosts' gate, early in the cluster-alone tests."""
+    claiming = os.environ.get("JOBKIT_TEST_CLAIMS") and os.environ.get("JOBKIT_TEST_HOSTS_GATE")
+    gate = os.environ.get("JOBKIT_TEST_HOSTS_GATE" if claiming else "JOBKIT_TEST_SLURM_GATE")
     build = Build(Path(tempfile.mkdtemp(prefix="jobkit-installed-")), Path(gate) if gate else None)
     config.stash[_KEY] = build
     return build

@@ -15,7 +15,9 @@ wait for a place). .ci/run runs them in JOBKIT_CI_CLUSTER_LANES processes at onc
 (JOBKIT_TEST_LANE=I/N, lane_items): the test files that use the two Slurm nodes (marker `slurm`
 or `pbs`, also given by their fixtures) balanced over the lanes, and every test that uses only
 the ssh hosts and Grid Engine in the last lane, which starts beside the cluster-alone tests
-(tests/plugins/gates.py) and so takes fewer Slurm files.
+(tests/plugins/gates.py) and so takes fewer Slurm files. With JOBKIT_TEST_CLAIMS=DIR (.ci/run)
+the lanes do not split the Slurm files up front: each claims the next as it goes
+(tests/plugins/claims.py, claimed_lane).
 
 JOBKIT_TEST_SHARD=I/N keeps one of N shards of the selected tests: whole test files (so a
 module's fixtures are built once), balanced by their recorded seconds (tests/plugins/
@@ -33,6 +35,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
+
+from tests.plugins import claims
 
 CLUSTER_MARKERS = ("slurm", "pbs", "ssh", "sge")
 FIXTURE_MARKERS = {
@@ -168,6 +172,11 @@ def _placed_units(
     head: Sequence[float] = (),
 ) -> dict[str, int]:
     """Unit -> shard for ITEMS, weighed by their recorded seconds."""
+    return balance(_unit_weights(items, seconds), shards, head)
+
+
+def _unit_weights(items: Sequence[pytest.Item], seconds: Mapping[str, float]) -> dict[str, float]:
+    """Unit -> the recorded seconds of its ITEMS."""
     units = _units(items)
     weights: dict[str, float] = {}
     cluster_default = _median_cluster_seconds(items, seconds)
@@ -175,7 +184,31 @@ def _placed_units(
         unit = units[str(item.path)]
         unlisted = cluster_default if item.get_closest_marker("cluster") else DEFAULT_SECONDS
         weights[unit] = weights.get(unit, 0.0) + seconds.get(item.nodeid, unlisted)
-    return balance(weights, shards, head)
+    return weights
+
+
+def claimed_lane(
+    items: Sequence[pytest.Item], lane: int, lanes: int, seconds: Mapping[str, float]
+) -> tuple[list[pytest.Item], dict[str, list[pytest.Item]], dict[str, float], list[pytest.Item]]:
+    """Lane LANE of LANES that claims its Slurm files as it goes (tests/plugins/claims.py):
+    (its own tests, the shared units' tests, their weights, the tests left out).
+
+    Its own: in the last lane every test of the ssh hosts and Grid Engine only, in lane 0
+    the files of claims.OWN_FILES. Shared: the other Slurm nodes' files, units as in
+    shard_items. Left out: the other lanes' own tests.
+    """
+    slurm = [item for item in items if uses_slurm_nodes(item)]
+    hosts = [item for item in items if not uses_slurm_nodes(item)]
+    first = [item for item in slurm if claims.own_file(item)]
+    shared = [item for item in slurm if not claims.own_file(item)]
+    own = (first if lane == 0 else []) + (hosts if lane == lanes - 1 else [])
+    units = _units(shared)
+    grouped: dict[str, list[pytest.Item]] = {}
+    for item in shared:
+        grouped.setdefault(units[str(item.path)], []).append(item)
+    mine = {id(item) for item in own + shared}
+    left = [item for item in items if id(item) not in mine]
+    return own, grouped, _unit_weights(shared, seconds), left
 
 
 def _median_cluster_seconds(items: Sequence[pytest.Item], seconds: Mapping[str, float]) -> float:
@@ -214,12 +247,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
 def pytest_collection_modifyitems_shard(config: pytest.Config, items: list[pytest.Item]) -> None:
     """After `-m` and `-k` chose: keep this process's shard (JOBKIT_TEST_SHARD=I/N) or, of
-    the cluster's tests, its lane (JOBKIT_TEST_LANE=I/N: lane_items)."""
+    the cluster's tests, its lane (JOBKIT_TEST_LANE=I/N: lane_items; with
+    JOBKIT_TEST_CLAIMS=DIR its own tests and every shared one: claimed_lane)."""
     shard = os.environ.get("JOBKIT_TEST_SHARD")
     lane = os.environ.get("JOBKIT_TEST_LANE")
     if not shard and not lane:
         return
-    if lane:
+    claims_dir = os.environ.get("JOBKIT_TEST_CLAIMS")
+    if lane and claims_dir:
+        index, lanes = shard_of(lane)
+        own, units, weights, left = claimed_lane(items, index, lanes, recorded_seconds())
+        claims.plan_lane(config, own, units, weights, index, Path(claims_dir))
+        kept = own + [item for unit in units.values() for item in unit]
+    elif lane:
         kept, left = lane_items(items, *shard_of(lane), recorded_seconds(), _head_start_s)
     else:
         kept, left = shard_items(items, *shard_of(str(shard)), recorded_seconds())
