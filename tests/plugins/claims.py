@@ -13,7 +13,8 @@ JOBKIT_TEST_LANE=I/N; .ci/run sets both) every lane collects every Slurm file an
   the current one starts: pytest then knows the next test, and ends the module's fixtures
   with their file but keeps the session's.
 The tests a lane did not run are reported deselected at its end; the claim files name the
-lane that ran each file.
+lane that ran each file. DIR is one run's (.ci/run: `$logs/claims`): a lane started again
+on the same DIR finds every file claimed and runs only its own tests.
 """
 
 from __future__ import annotations
